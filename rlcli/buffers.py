@@ -1,0 +1,70 @@
+"""Rollout storage, preallocated once, and the pure advantage maths."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+def compute_gae(*, rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor,
+                dones: torch.Tensor, gamma: float, gae_lambda: float) -> torch.Tensor:
+    """Generalised advantage estimates, [T, N].
+
+    ``values`` is [T + 1, N]: row t + 1 is the value of the observation that step t returned, which is
+    the real final observation when step t ended an episode (next-step auto-reset), so a truncation
+    (``dones`` without ``terminated``) bootstraps from it and a termination does not. ``dones`` cuts
+    the recursion at episode ends so nothing leaks from one episode into the last one.
+    """
+    steps = rewards.shape[0]
+    not_terminated = 1.0 - terminated.float()
+    carry = gamma * gae_lambda * (1.0 - dones.float())
+    deltas = rewards + gamma * values[1:] * not_terminated - values[:-1]
+    advantages = torch.empty_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    for t in range(steps - 1, -1, -1):
+        last = deltas[t] + carry[t] * last
+        advantages[t] = last
+    return advantages
+
+
+class RolloutBatch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+class RolloutBuffer:
+    """[T, N] tensors for one rollout. ``valid`` is False on reset rows, whose action the env ignored."""
+
+    def __init__(self, n_steps: int, n_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
+                 action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device):
+        def z(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        self.obs = z(n_steps, n_envs, *obs_shape, dtype=obs_dtype)
+        self.actions = z(n_steps, n_envs, *action_shape, dtype=action_dtype)
+        self.log_probs = z(n_steps, n_envs)
+        self.values = z(n_steps + 1, n_envs)
+        self.rewards = z(n_steps, n_envs)
+        self.terminated = z(n_steps, n_envs, dtype=torch.bool)
+        self.dones = z(n_steps, n_envs, dtype=torch.bool)
+        self.valid = z(n_steps, n_envs, dtype=torch.bool)
+
+    def batch(self, gamma: float, gae_lambda: float) -> RolloutBatch:
+        """Advantages and returns, flattened to the valid rows only."""
+        advantages = compute_gae(rewards=self.rewards, values=self.values,
+                                 terminated=self.terminated, dones=self.dones, gamma=gamma,
+                                 gae_lambda=gae_lambda)
+        returns = advantages + self.values[:-1]
+        keep = self.valid.flatten()
+        if bool(keep.all()):
+            pick = lambda t: t.flatten(0, 1)  # noqa: E731 -- avoids a gather when nothing is masked
+        else:
+            index = keep.nonzero().squeeze(-1)
+            pick = lambda t: t.flatten(0, 1).index_select(0, index)  # noqa: E731
+        return RolloutBatch(pick(self.obs), pick(self.actions), pick(self.log_probs),
+                            pick(self.values[:-1]), pick(advantages), pick(returns))

@@ -1,0 +1,152 @@
+"""Run directories: ``config.yaml`` + ``model.safetensors`` + ``meta.json``, written atomically.
+
+A run directory is portable: no pickles, nothing that depends on the machine that wrote it. The
+optimiser's state lives in ``optimizer.safetensors`` and the loop's position in ``meta.json``, so
+``--resume`` continues exactly where training stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import safetensors
+import safetensors.torch
+import torch
+import yaml
+from pydantic import ValidationError
+
+import rlcli
+from rlcli.config import RunConfig, describe_validation_error, dump_config
+from rlcli.errors import CheckpointError
+
+CONFIG, MODEL, OPTIMIZER, META, EVAL = (
+    "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json")
+BEST_DIR = "best"
+FORMAT = "rlcli-model-v1"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, (json.dumps(obj, indent=2) + "\n").encode())
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    flat = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    atomic_write(path, safetensors.torch.save(flat, metadata={"format": FORMAT}))
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; is this an rlcli run directory?")
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as f:
+            if (f.metadata() or {}).get("format") != FORMAT:
+                raise CheckpointError(f"{path} is a safetensors file, but not an rlcli model")
+            return {k: f.get_tensor(k) for k in f.keys()}
+    except CheckpointError:
+        raise
+    except Exception as e:  # safetensors raises several types for truncated or foreign bytes
+        raise CheckpointError(f"{path} is corrupt or not a safetensors file ({e})") from None
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    out = {}
+    for index, state in optimizer.state_dict()["state"].items():
+        for name, value in state.items():
+            out[f"state.{index}.{name}"] = torch.as_tensor(value)
+    return out
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        _, index, name = key.split(".", 2)
+        state.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": state,
+                               "param_groups": optimizer.state_dict()["param_groups"]})
+
+
+def environment_versions() -> dict[str, str]:
+    import gymnasium
+    import numpy
+
+    versions = {"rlcli": rlcli.__version__, "torch": torch.__version__,
+                "gymnasium": gymnasium.__version__, "numpy": numpy.__version__,
+                "python": platform.python_version()}
+    try:
+        import envpool
+
+        versions["envpool"] = envpool.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).parent)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def save(run_dir: Path, cfg: RunConfig, model: dict[str, torch.Tensor],
+         optimizer: dict[str, torch.Tensor] | None, meta: dict[str, Any]) -> None:
+    """Writes the whole checkpoint; each file is replaced atomically, config and meta last."""
+    save_tensors(run_dir / MODEL, model)
+    if optimizer is not None:
+        save_tensors(run_dir / OPTIMIZER, optimizer)
+    atomic_write(run_dir / CONFIG, dump_config(cfg).encode())
+    write_json(run_dir / META, {**meta, "versions": environment_versions(), "git_commit": git_commit()})
+
+
+class LoadedRun(NamedTuple):
+    run_dir: Path
+    cfg: RunConfig
+    model: dict[str, torch.Tensor]
+    meta: dict[str, Any]
+
+
+def load_config(run_dir: Path) -> RunConfig:
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir} is not an rlcli run directory (no {CONFIG})")
+    try:
+        return RunConfig.model_validate(yaml.safe_load(path.read_text()))
+    except yaml.YAMLError as e:
+        raise CheckpointError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    except ValidationError as e:
+        raise CheckpointError(f"{path}: {describe_validation_error(e, RunConfig)}") from None
+
+
+def load(run_dir: Path, best: bool = False) -> LoadedRun:
+    """Config, model tensors and meta of a run directory (``best``: the best evaluated model)."""
+    cfg = load_config(run_dir)
+    model_path = run_dir / BEST_DIR / MODEL if best else run_dir / MODEL
+    meta_path = run_dir / META
+    try:
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{meta_path} is not valid JSON") from None
+    return LoadedRun(run_dir, cfg, load_tensors(model_path), meta)

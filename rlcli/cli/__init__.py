@@ -1,0 +1,51 @@
+"""The ``rlcli`` command line: a Typer app whose commands live one per file in this package.
+
+This is the one place where known errors become a one-line message and exit code 2; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from rlcli.errors import UsageError
+
+
+class _Commands(TyperGroup):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            if os.environ.get("RLCLI_DEBUG"):
+                raise
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(cls=_Commands, no_args_is_help=True, add_completion=False,
+                  help="Train, evaluate and watch reinforcement-learning agents (PPO).",
+                  pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False
+          ) -> None:
+    if debug:
+        os.environ["RLCLI_DEBUG"] = "1"
+    # gymnasium warns about float64 bounds cast to float32 on every MuJoCo env; not the user's concern
+    warnings.filterwarnings("ignore", message=".*precision lowered by casting.*")
+
+
+from rlcli.cli import evaluate, play, train  # noqa: E402  (commands register themselves on app)
+
+__all__ = ["app", "evaluate", "play", "train"]
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,42 @@
+"""``rlcli eval``: N episodes of a trained agent, mean ± std, optionally as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from rlcli import checkpoint
+from rlcli.cli import app
+from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
+from rlcli.evaluation import evaluate
+from rlcli.runs import resolve_run
+from rlcli.train import EVAL_ENVS, agent_from_run, make_env, resolve_device
+
+
+@app.command("eval", help="Evaluate a trained agent. Example: rlcli eval runs/CartPole-v1__ppo__s0__... --json")
+def eval_command(
+    run: Run,
+    episodes: Episodes = 10,
+    deterministic: Deterministic = True,
+    best: Best = False,
+    seed: Seed = 12345,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    loaded = checkpoint.load(resolve_run(run), best=best)
+    env = make_env(loaded.cfg, min(EVAL_ENVS, episodes), seed)
+    agent = agent_from_run(loaded, env, resolve_device("cpu"))
+    result = evaluate(agent, env, episodes, deterministic)
+    env.close()
+    if as_json:
+        typer.echo(json.dumps({"run": str(loaded.run_dir), "env_id": loaded.cfg.env.id,
+                               "algo": loaded.cfg.algo.algo, "deterministic": deterministic,
+                               "steps_trained": loaded.meta.get("steps"), **result.as_dict()}))
+        return
+    typer.echo(f"{loaded.cfg.env.id} ({loaded.cfg.algo.algo}, {loaded.meta.get('steps', 0):,} steps): "
+               f"{result.mean:.2f} ± {result.std:.2f} over {len(result.returns)} episodes, "
+               f"mean length {sum(result.lengths) / len(result.lengths):.1f}")

@@ -1,0 +1,29 @@
+"""Option types shared by several commands."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+
+class Backend(str, Enum):
+    auto = "auto"
+    envpool = "envpool"
+    gymnasium = "gymnasium"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+Run = Annotated[str, typer.Argument(help="A run directory, or the name of an agent in zoo/.",
+                                    show_default=False)]
+Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to run.")]
+Deterministic = Annotated[bool, typer.Option("--deterministic/--stochastic",
+                                             help="Take the policy's mode, or sample from it.")]
+Best = Annotated[bool, typer.Option("--best", help="Use the best evaluated model, not the last.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the evaluation environments.")]

@@ -1,0 +1,34 @@
+"""Vectorised environments behind one interface: ``make_vec_env`` over envpool and gymnasium."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlcli.envs.base import StepResult, VecEnv
+from rlcli.envs.registry import (
+    env_group,
+    envpool_name,
+    gymnasium_name,
+    import_env_module,
+    resolve_backend,
+)
+
+__all__ = ["StepResult", "VecEnv", "env_group", "import_env_module", "make_vec_env"]
+
+
+def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
+                 kwargs: dict[str, Any] | None = None, render_mode: str | None = None) -> VecEnv:
+    """``num_envs`` copies of ``env_id`` on the chosen backend (``auto``: envpool where it has the
+    task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``."""
+    chosen = "gymnasium" if render_mode else resolve_backend(env_id, backend)
+    atari = env_group(env_id) == "atari"
+    if chosen == "envpool":
+        from rlcli.envs.envpool_backend import EnvpoolVecEnv
+
+        return EnvpoolVecEnv(envpool_name(env_id), num_envs, seed, atari, kwargs)  # type: ignore[arg-type]
+    from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
+
+    gym_id = gymnasium_name(env_id)
+    if gym_id is None:
+        resolve_backend(env_id, "gymnasium")  # raises the unknown-env message
+    return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)  # type: ignore[arg-type]

@@ -1,0 +1,50 @@
+"""The one interface every environment backend presents to the training and evaluation loops.
+
+Both backends auto-reset on the *next* step (envpool's behaviour, and gymnasium's ``NEXT_STEP`` mode):
+the observation returned with ``terminated``/``truncated`` is the real final observation, and the
+following step ignores its action and returns the first observation of a new episode with reward 0.
+Loops mask that reset row out of learning, and bootstrap truncations from the value of the real final
+observation, which is simply the next row's value estimate.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+
+class StepResult(NamedTuple):
+    obs: np.ndarray  # [n_envs, *obs_shape]
+    reward: np.ndarray  # [n_envs] float32, the reward to learn from (clipped on Atari)
+    terminated: np.ndarray  # [n_envs] bool, no bootstrap (a life lost counts on Atari)
+    truncated: np.ndarray  # [n_envs] bool, time limit: bootstrap from the final observation
+    raw_reward: np.ndarray  # [n_envs] float32, the game's own reward, for episode statistics
+    game_over: np.ndarray  # [n_envs] bool, the real end of an episode (all lives), for statistics
+
+
+class VecEnv(Protocol):
+    num_envs: int
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+    backend: str
+
+    def reset(self) -> np.ndarray:
+        """First observations, [n_envs, *obs_shape]."""
+        ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+def float32_space(space: gym.Space) -> gym.Space:
+    """A float64 Box as float32 (what the networks take); any other space unchanged."""
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.float64:
+        return gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), dtype=np.float32)
+    return space
+
+
+def float32_obs(obs: np.ndarray) -> np.ndarray:
+    return obs.astype(np.float32) if obs.dtype == np.float64 else obs

@@ -1,0 +1,65 @@
+"""gymnasium backend: any registered id, vectorised in-process with next-step auto-reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from rlcli.envs.atari import make_atari_env
+from rlcli.envs.base import StepResult, float32_obs, float32_space
+
+
+def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
+                    kwargs: dict[str, Any] | None = None) -> gym.Env:
+    if atari:
+        return make_atari_env(gym_id, render_mode=render_mode, **(kwargs or {}))
+    return gym.make(gym_id, render_mode=render_mode, **(kwargs or {}))
+
+
+class GymnasiumVecEnv:
+    backend = "gymnasium"
+
+    def __init__(self, gym_id: str, num_envs: int, seed: int, atari: bool,
+                 kwargs: dict[str, Any] | None = None, render_mode: str | None = None) -> None:
+        self._env = SyncVectorEnv(
+            [lambda: make_single_env(gym_id, atari, render_mode, kwargs) for _ in range(num_envs)],
+            autoreset_mode=AutoresetMode.NEXT_STEP,
+        )
+        self._seed = seed
+        self._atari = atari
+        self.num_envs = num_envs
+        self.single_observation_space = float32_space(self._env.single_observation_space)
+        self.single_action_space = self._env.single_action_space
+        self._env.single_action_space.seed(seed)
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self._env.reset(seed=self._seed)
+        return float32_obs(obs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, terminated, truncated, info = self._env.step(actions)
+        if self._atari:
+            raw_reward = info.get("raw_reward", np.zeros(self.num_envs)).astype(np.float32)
+            game_over = info.get("game_over", np.zeros(self.num_envs, dtype=bool)).astype(bool)
+        else:
+            raw_reward = reward.astype(np.float32)
+            game_over = terminated | truncated
+        return StepResult(float32_obs(obs), reward.astype(np.float32), terminated, truncated,
+                          raw_reward, game_over)
+
+    def render(self) -> np.ndarray:
+        """The first env's frame as the game shows it (RGB)."""
+        return self._env.envs[0].render()
+
+    @property
+    def render_fps(self) -> int:
+        """Frames per second of one agent step, for videos in real time."""
+        env = self._env.envs[0]
+        fps = env.metadata.get("render_fps") or 30
+        return int(fps / 4) if self._atari else int(fps)  # Atari: one agent step is 4 frames
+
+    def close(self) -> None:
+        self._env.close()

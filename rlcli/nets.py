@@ -1,0 +1,164 @@
+"""Actor-critic networks: an MLP or Nature-CNN trunk, and a policy head chosen by the action space.
+
+Log-probabilities and entropies are written out by hand rather than through ``torch.distributions``:
+the same maths, without building distribution objects on every call of the hot loop.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlcli.config import NetworkConfig
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU,
+                                           "silu": nn.SiLU}
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def layer_init(layer: nn.Module, gain: float = math.sqrt(2), ortho: bool = True) -> nn.Module:
+    if ortho:
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def mlp_trunk(in_dim: int, cfg: NetworkConfig) -> tuple[nn.Module, int]:
+    layers: list[nn.Module] = []
+    for width in cfg.hidden:
+        layers += [layer_init(nn.Linear(in_dim, width), ortho=cfg.ortho_init),
+                   ACTIVATIONS[cfg.activation]()]
+        in_dim = width
+    return nn.Sequential(*layers), in_dim
+
+
+def nature_cnn_trunk(in_shape: tuple[int, ...], cfg: NetworkConfig) -> tuple[nn.Module, int]:
+    """Mnih et al. 2015: three convolutions then one dense layer (``hidden[-1]`` wide, 512 usually)."""
+    conv = nn.Sequential(
+        layer_init(nn.Conv2d(in_shape[0], 32, 8, stride=4), ortho=cfg.ortho_init), nn.ReLU(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2), ortho=cfg.ortho_init), nn.ReLU(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1), ortho=cfg.ortho_init), nn.ReLU(),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        flat = conv(torch.zeros(1, *in_shape)).shape[1]
+    width = cfg.hidden[-1] if cfg.hidden else 512
+    return nn.Sequential(conv, layer_init(nn.Linear(flat, width), ortho=cfg.ortho_init),
+                         nn.ReLU()), width
+
+
+class PolicyOutput(NamedTuple):
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+
+
+class ActorCritic(nn.Module):
+    """One network class for Discrete, MultiDiscrete and Box actions, shared or separate trunks."""
+
+    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig):
+        super().__init__()
+        obs_shape = tuple(obs_space.shape)
+        self.pixels = cfg.trunk == "cnn"
+
+        def trunk() -> tuple[nn.Module, int]:
+            if self.pixels:
+                return nature_cnn_trunk(obs_shape, cfg)
+            return mlp_trunk(int(np.prod(obs_shape)), cfg)
+
+        self.actor_trunk, width = trunk()
+        self.critic_trunk = None if cfg.shared else trunk()[0]
+
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.kind, self.nvec = "discrete", [int(action_space.n)]
+        elif isinstance(action_space, gym.spaces.MultiDiscrete):
+            self.kind, self.nvec = "multidiscrete", [int(n) for n in action_space.nvec]
+        elif isinstance(action_space, gym.spaces.Box):
+            self.kind, self.nvec = "continuous", []
+        else:
+            raise ValueError(f"unsupported action space {action_space}")
+
+        out = sum(self.nvec) if self.nvec else int(np.prod(action_space.shape))
+        self.actor_head = layer_init(nn.Linear(width, out), gain=0.01, ortho=cfg.ortho_init)
+        self.critic_head = layer_init(nn.Linear(width, 1), gain=1.0, ortho=cfg.ortho_init)
+        if self.kind == "continuous":
+            self.log_std = nn.Parameter(torch.full((out,), cfg.log_std_init))
+            self.register_buffer("action_low", torch.as_tensor(action_space.low, dtype=torch.float32))
+            self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32))
+
+    def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pixels:
+            obs = obs.float() / 255.0
+        else:
+            obs = obs.flatten(1)
+        actor = self.actor_trunk(obs)
+        critic = actor if self.critic_trunk is None else self.critic_trunk(obs)
+        return actor, critic
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        _, critic = self._features(obs)
+        return self.critic_head(critic).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> PolicyOutput:
+        """Sample (or take the mode of) the policy; actions are raw (not yet clipped to bounds)."""
+        actor, critic = self._features(obs)
+        out = self.actor_head(actor)
+        values = self.critic_head(critic).squeeze(-1)
+        if self.kind == "continuous":
+            std = self.log_std.exp()
+            actions = out if deterministic else out + std * torch.randn_like(out)
+            log_probs = self._normal_log_prob(out, actions)
+        else:
+            actions, log_probs = self._categorical_act(out, deterministic)
+        return PolicyOutput(actions, log_probs, values)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log_probs, entropy, values) of given actions: what the PPO loss differentiates."""
+        actor, critic = self._features(obs)
+        out = self.actor_head(actor)
+        values = self.critic_head(critic).squeeze(-1)
+        if self.kind == "continuous":
+            log_probs = self._normal_log_prob(out, actions)
+            entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        else:
+            log_probs, entropy = self._categorical_evaluate(out, actions)
+        return log_probs, entropy, values
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """What the environment receives: continuous actions clipped to the action bounds."""
+        if self.kind == "continuous":
+            return torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
+        return actions.squeeze(-1) if self.kind == "discrete" else actions
+
+    def _normal_log_prob(self, mean: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - mean) * torch.exp(-self.log_std)
+        return (-0.5 * z.square() - self.log_std - LOG_SQRT_2PI).sum(-1)
+
+    def _categorical_act(self, logits: torch.Tensor, deterministic: bool
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        actions, log_probs = [], 0
+        for part in logits.split(self.nvec, dim=-1):
+            logp = F.log_softmax(part, dim=-1)
+            if deterministic:
+                a = logp.argmax(-1)
+            else:  # Gumbel-max: one sample per row without building a distribution
+                a = (logp - torch.log(-torch.log(torch.rand_like(logp)))).argmax(-1)
+            actions.append(a)
+            log_probs = log_probs + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+        return torch.stack(actions, -1), log_probs  # type: ignore[return-value]
+
+    def _categorical_evaluate(self, logits: torch.Tensor, actions: torch.Tensor
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+        log_probs, entropy = 0, 0
+        for i, part in enumerate(logits.split(self.nvec, dim=-1)):
+            logp = F.log_softmax(part, dim=-1)
+            log_probs = log_probs + logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1)
+            entropy = entropy - (logp.exp() * logp).sum(-1)
+        return log_probs, entropy  # type: ignore[return-value]

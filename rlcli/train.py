@@ -1,0 +1,225 @@
+"""Training: builds env and agent from a RunConfig, runs the loop, evaluates, checkpoints, resumes.
+
+Callbacks receive a ``TrainState`` after every update and may ask to stop; the progress display, the
+user's stop condition and (later) tuning's pruner all plug in here.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlcli import checkpoint
+from rlcli.algos import ALGORITHMS
+from rlcli.algos.ppo import PPO
+from rlcli.config import RunConfig
+from rlcli.envs import VecEnv, import_env_module, make_vec_env
+from rlcli.evaluation import evaluate
+from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
+from rlcli.loops import RolloutCollector
+
+EVAL_ENVS = 8
+OPTIONAL_COLUMNS = ("charts/episode_return", "charts/episode_length", "eval/mean_return", "eval/std_return")
+
+
+@dataclass
+class TrainState:
+    """What callbacks see after each update. Steps are env steps summed over all envs."""
+
+    run_dir: Path
+    step: int
+    total_steps: int
+    iteration: int = 0
+    sps: float = 0.0
+    wall_time: float = 0.0  # seconds, this process
+    recent_return: float | None = None  # mean of the last 100 finished training episodes
+    eval_return: float | None = None
+    eval_std: float | None = None
+    best_eval: float | None = None
+    episodes: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+Callback = Callable[[TrainState], bool]  # returns True to stop training
+
+
+class TrainingInterrupted(Exception):
+    """Ctrl-C during training; a checkpoint was saved in ``run_dir``."""
+
+    def __init__(self, state: TrainState) -> None:
+        super().__init__(f"interrupted at step {state.step}")
+        self.state = state
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        from rlcli.errors import UsageError
+
+        raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> PPO:
+    algo = ALGORITHMS[cfg.algo.algo]
+    return algo(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device)
+
+
+def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None) -> VecEnv:
+    import_env_module(cfg.env.env_module)
+    return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.algo.env_kwargs),
+                        render_mode=render_mode)
+
+
+def agent_from_run(run: checkpoint.LoadedRun, env: VecEnv, device: torch.device) -> PPO:
+    """An agent with a saved run's weights and normalisation statistics."""
+    agent = build_agent(run.cfg, env, device)
+    try:
+        agent.load_state_dict(run.model)
+    except RuntimeError as e:
+        raise checkpoint.CheckpointError(
+            f"{run.run_dir}: weights do not fit the configured network ({str(e).splitlines()[0]})"
+        ) from None
+    return agent
+
+
+def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
+          wandb_project: str | None = None, resume: bool = False) -> TrainState:
+    """Trains until ``cfg.algo.steps`` env steps; returns the final state (with its evaluation)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(cfg.device)
+    meta: dict = {}
+    if resume:
+        meta = checkpoint.load(run_dir).meta
+    start_step = int(meta.get("steps", 0))
+    seed_everything(cfg.seed + start_step)
+    torch.set_num_threads(cfg.torch_threads)
+
+    env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start_step)
+    eval_env = make_env(cfg, min(EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
+    agent = build_agent(cfg, env, device)
+    if resume:
+        agent.load_state_dict(checkpoint.load_tensors(run_dir / checkpoint.MODEL))
+        if (run_dir / checkpoint.OPTIMIZER).is_file():
+            checkpoint.load_optimizer_tensors(
+                agent.optimizer, checkpoint.load_tensors(run_dir / checkpoint.OPTIMIZER))
+        agent.learning_rate = float(meta.get("learning_rate", agent.learning_rate))
+
+    state = TrainState(run_dir=run_dir, step=start_step, total_steps=cfg.algo.steps,
+                       iteration=int(meta.get("iterations", 0)), best_eval=meta.get("best_eval"),
+                       episodes=int(meta.get("episodes", 0)))
+    sinks: list[MetricSink] = [TensorBoardSink(run_dir / "tb"), CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS)]
+    if wandb_project:
+        wandb = WandbSink(wandb_project, run_dir, run_dir.name, cfg.model_dump(mode="json"),
+                          resume_id=meta.get("wandb_id"))
+        meta["wandb_id"] = wandb.run_id
+        sinks.append(wandb)
+    prior_wall = float(meta.get("wall_time", 0.0))
+
+    def save(final: bool = False) -> None:
+        checkpoint.save(run_dir, cfg, agent.state_dict(),
+                        checkpoint.optimizer_tensors(agent.optimizer), {
+                            "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed,
+                            "steps": state.step, "iterations": state.iteration,
+                            "episodes": state.episodes, "learning_rate": agent.learning_rate,
+                            "best_eval": state.best_eval, "wall_time": prior_wall + state.wall_time,
+                            "finished": final, "backend": env.backend,
+                            **({"wandb_id": meta["wandb_id"]} if "wandb_id" in meta else {})})
+
+    last_eval_step = -1
+
+    def run_eval() -> dict[str, float]:
+        nonlocal last_eval_step
+        last_eval_step = state.step
+        result = evaluate(agent, eval_env, cfg.eval.episodes, cfg.eval.deterministic)
+        state.eval_return, state.eval_std = result.mean, result.std
+        history = _eval_history(run_dir)
+        history.append({"step": state.step, **result.as_dict()})
+        checkpoint.write_json(run_dir / checkpoint.EVAL, {"latest": history[-1], "history": history})
+        if state.best_eval is None or result.mean >= state.best_eval:
+            state.best_eval = result.mean
+            checkpoint.save_tensors(run_dir / checkpoint.BEST_DIR / checkpoint.MODEL,
+                                    agent.state_dict())
+        return {"eval/mean_return": result.mean, "eval/std_return": result.std}
+
+    collector = RolloutCollector(env, agent)
+    recent: deque[float] = deque(maxlen=100)
+    steps_per_iter = cfg.algo.n_envs * cfg.algo.n_steps
+    next_eval = _next_multiple(state.step, cfg.eval.every)
+    t0 = time.perf_counter()
+    stop = False
+    try:
+        while state.step < cfg.algo.steps and not stop:
+            buffer = collector.collect()
+            batch = buffer.batch(cfg.algo.gamma, cfg.algo.gae_lambda)
+            metrics = agent.update(batch, progress=state.step / cfg.algo.steps)
+            state.step += steps_per_iter
+            state.iteration += 1
+            state.wall_time = time.perf_counter() - t0
+            state.sps = (state.step - start_step) / max(state.wall_time, 1e-9)
+            returns, lengths = collector.episodes.drain()
+            recent.extend(returns)
+            state.episodes += len(returns)
+            metrics["charts/SPS"] = state.sps
+            if recent:
+                state.recent_return = float(np.mean(recent))
+                metrics["charts/episode_return"] = state.recent_return
+            if lengths:
+                metrics["charts/episode_length"] = float(np.mean(lengths))
+            evaluated = bool(next_eval) and state.step >= next_eval or state.step >= cfg.algo.steps
+            if evaluated:
+                next_eval = _next_multiple(state.step, cfg.eval.every)
+                metrics.update(run_eval())
+            state.metrics = metrics
+            for sink in sinks:
+                sink.write(state.step, metrics)
+            if evaluated:
+                save()
+                if cfg.stop_at is not None and state.eval_return >= cfg.stop_at:  # type: ignore[operator]
+                    stop = True
+            for callback in callbacks:
+                stop = bool(callback(state)) or stop
+        if last_eval_step != state.step:  # stopped early by a callback, or resumed at the end
+            for sink in sinks:
+                sink.write(state.step, run_eval())
+        save(final=True)
+        return state
+    except KeyboardInterrupt:
+        state.wall_time = time.perf_counter() - t0
+        save()
+        raise TrainingInterrupted(state) from None
+    finally:
+        for sink in sinks:
+            sink.close()
+        env.close()
+        eval_env.close()
+
+
+def _next_multiple(step: int, every: int) -> int:
+    return (step // every + 1) * every if every else 0
+
+
+def _eval_history(run_dir: Path) -> list[dict]:
+    import json
+
+    path = run_dir / checkpoint.EVAL
+    if not path.is_file():
+        return []
+    try:
+        return list(json.loads(path.read_text()).get("history", []))
+    except (json.JSONDecodeError, AttributeError):
+        return []

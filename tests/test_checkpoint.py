@@ -1,0 +1,74 @@
+"""Save/load round trips, atomic writes, and clear errors for corrupt or foreign files."""
+
+import json
+
+import pytest
+import safetensors.torch
+import torch
+
+from rlcli import checkpoint
+from rlcli.config import EnvConfig, PPOConfig, RunConfig
+from rlcli.errors import CheckpointError
+from rlcli.train import agent_from_run, build_agent, make_env
+
+CFG = RunConfig(env=EnvConfig(id="Pendulum-v1", backend="gymnasium"),
+                algo=PPOConfig(n_envs=2, n_steps=16, minibatch_size=16, normalize_obs=True))
+
+
+def test_round_trip_gives_the_same_actions(tmp_path):
+    env = make_env(CFG, 2, 0)
+    agent = build_agent(CFG, env, torch.device("cpu"))
+    obs = torch.randn(32, 3)
+    agent.obs_norm(obs * 3 + 1, update=True)  # non-trivial statistics must travel with the weights
+    checkpoint.save(tmp_path, CFG, agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizer),
+                    {"steps": 123})
+    loaded = checkpoint.load(tmp_path)
+    assert loaded.cfg == CFG and loaded.meta["steps"] == 123
+    assert loaded.meta["versions"]["torch"] == torch.__version__
+    clone = agent_from_run(loaded, env, torch.device("cpu"))
+    assert torch.equal(agent.predict(obs), clone.predict(obs))
+    assert torch.equal(clone.obs_norm.rms.mean, agent.obs_norm.rms.mean)
+    assert not list(tmp_path.glob(".*")), "no temporary files are left behind"
+
+
+def test_optimizer_state_round_trip(tmp_path):
+    env = make_env(CFG, 2, 0)
+    agent = build_agent(CFG, env, torch.device("cpu"))
+    loss = agent.policy.value(torch.randn(4, 3)).sum()
+    loss.backward()
+    agent.optimizer.step()
+    checkpoint.save_tensors(tmp_path / "opt.safetensors", checkpoint.optimizer_tensors(agent.optimizer))
+    other = build_agent(CFG, env, torch.device("cpu"))
+    checkpoint.load_optimizer_tensors(other.optimizer,
+                                      checkpoint.load_tensors(tmp_path / "opt.safetensors"))
+    a, b = agent.optimizer.state_dict()["state"], other.optimizer.state_dict()["state"]
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k]["exp_avg"], b[k]["exp_avg"]) for k in a)
+
+
+def test_corrupt_and_foreign_files_are_named(tmp_path):
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        checkpoint.load_tensors(tmp_path / "bad.safetensors")
+    safetensors.torch.save_file({"w": torch.zeros(2)}, str(tmp_path / "foreign.safetensors"))
+    with pytest.raises(CheckpointError, match="not an rlcli model"):
+        checkpoint.load_tensors(tmp_path / "foreign.safetensors")
+    with pytest.raises(CheckpointError, match="not an rlcli run directory"):
+        checkpoint.load(tmp_path)
+    (tmp_path / "config.yaml").write_text("env: {id: X}\nalgo: {gama: 1}\n")
+    with pytest.raises(CheckpointError, match="gama"):
+        checkpoint.load(tmp_path)
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
+    path = tmp_path / "meta.json"
+    checkpoint.write_json(path, {"a": 1})
+
+    def crash(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint.os, "replace", crash)
+    with pytest.raises(OSError):
+        checkpoint.write_json(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]

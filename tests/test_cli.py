@@ -1,0 +1,120 @@
+"""The commands end to end, in-process through typer's CliRunner."""
+
+import json
+
+import imageio.v3 as iio
+import pytest
+from typer.testing import CliRunner
+
+from rlcli.cli import app
+
+runner = CliRunner()
+TINY = ["--steps", "1024", "--n-envs", "4", "-p", "n_steps=64", "-p", "minibatch_size=128",
+        "-p", "n_epochs=2", "--eval-episodes", "2"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("runs") / "cartpole"
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(path), "--seed", "3", *TINY])
+    assert result.exit_code == 0, result.output
+    assert "Evaluated return" in result.output
+    return path
+
+
+def test_train_writes_a_portable_run_directory(run_dir):
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json",
+            "metrics.csv", "tb", "best"} <= names
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["steps"] == 1024 and meta["seed"] == 3 and meta["finished"]
+    assert {"rlcli", "torch", "gymnasium"} <= meta["versions"].keys()
+    assert list((run_dir / "tb").glob("events.out.tfevents.*"))
+    header = (run_dir / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"step", "losses/approx_kl", "losses/clip_fraction", "losses/explained_variance",
+            "charts/SPS", "charts/learning_rate"} <= set(header)
+    assert not list(run_dir.rglob("*.pkl")) and not list(run_dir.rglob("*.pt"))
+
+
+def test_eval_json(run_dir):
+    result = runner.invoke(app, ["eval", str(run_dir), "--episodes", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["episodes"] == 3 and len(data["returns"]) == 3 and data["env_id"] == "CartPole-v1"
+    assert data["mean_return"] == pytest.approx(sum(data["returns"]) / 3)
+
+
+def test_eval_human_readable(run_dir):
+    result = runner.invoke(app, ["eval", str(run_dir), "-n", "2", "--stochastic"])
+    assert result.exit_code == 0 and "± " in result.output and "over 2 episodes" in result.output
+
+
+def test_play_writes_a_real_mp4(run_dir, tmp_path):
+    video = tmp_path / "cartpole.mp4"
+    result = runner.invoke(app, ["play", str(run_dir), "--video", str(video)])
+    assert result.exit_code == 0, result.output
+    frames = iio.imread(video, plugin="pyav") if _has_pyav() else _read_ffmpeg(video)
+    assert len(frames) >= 8 and frames[0].ndim == 3 and frames[0].shape[-1] == 3
+    assert frames[0].std() > 0  # a picture, not a blank frame
+
+
+def test_resume_continues_the_step_count(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "resumed"
+    shutil.copytree(run_dir, copy)
+    result = runner.invoke(app, ["train", "--resume", str(copy), "--steps", "2048"])
+    assert result.exit_code == 0, result.output
+    assert "at step 1,024" in result.output
+    meta = json.loads((copy / "meta.json").read_text())
+    assert meta["steps"] == 2048 and meta["iterations"] == 8
+    steps = [int(line.split(",")[0]) for line in (copy / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == sorted(steps) and steps[-1] == 2048 and steps.count(1024) == 1
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["train", "CartPol-v1"], "unknown environment 'CartPol-v1'; did you mean CartPole-v1"),
+    (["train", "CartPole-v1", "-p", "learning_rte=1"],
+     "unknown hyperparameter 'learning_rte'; did you mean learning_rate"),
+    (["train", "CartPole-v1", "-p", "gamma=2"], "invalid value for 'gamma'"),
+    (["train", "CartPole-v1", "--algo", "dqn"], "unknown algorithm 'dqn'"),
+    (["train"], "missing ENV"),
+    (["eval", "/no/such/run"], "no run directory or zoo agent named '/no/such/run'"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, expected):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.output
+    assert "Traceback" not in result.output
+
+
+def test_existing_run_dir_is_not_overwritten(run_dir):
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(run_dir), *TINY])
+    assert result.exit_code == 2 and "--resume" in result.output
+
+
+def _has_pyav():
+    from importlib.util import find_spec
+
+    return find_spec("av") is not None
+
+
+def _read_ffmpeg(path):
+    import imageio.v2 as imageio
+
+    with imageio.get_reader(str(path)) as reader:
+        return [frame for frame in reader]
+
+
+def test_track_logs_to_wandb_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "tracked"
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(run), "--track",
+                                 "--wandb-project", "rlcli-test", *TINY])
+    assert result.exit_code == 0, result.output
+    offline = list((run / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
+    assert json.loads((run / "meta.json").read_text())["wandb_id"]

@@ -1,0 +1,83 @@
+"""Hyperparameter files, merge order, overrides and the one-line errors for bad input."""
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from rlcli.config import (
+    EnvConfig,
+    PPOConfig,
+    Schedule,
+    build_algo_config,
+    hyperparams_dir,
+    hyperparams_for,
+    load_run_config,
+    parse_overrides,
+)
+from rlcli.envs import env_group
+from rlcli.errors import UsageError
+
+REQUIRED = ["CartPole-v1", "Acrobot-v1", "Pendulum-v1", "Hopper-v5", "HalfCheetah-v5", "Walker2d-v5",
+            "Ant-v5", "Humanoid-v5", "Pong-v5", "Breakout-v5"]
+
+
+@pytest.mark.parametrize("env_id", REQUIRED)
+def test_every_shipped_entry_validates(env_id):
+    table = yaml.safe_load((hyperparams_dir() / "ppo.yml").read_text())
+    assert env_id in table, f"hyperparams/ppo.yml lacks a tuned entry for {env_id}"
+    cfg = build_algo_config("ppo", hyperparams_for("ppo", env_id, env_group(env_id)))
+    assert cfg.batch_size >= cfg.minibatch_size
+
+
+def test_groups():
+    assert env_group("Pong-v5") == env_group("ALE/Breakout-v5") == "atari"
+    assert env_group("Hopper-v5") == "mujoco"
+    assert env_group("CartPole-v1") == "classic"
+
+
+def test_atari_group_uses_the_nature_cnn():
+    cfg = build_algo_config("ppo", hyperparams_for("ppo", "Pong-v5", "atari"))
+    assert cfg.network.trunk == "cnn" and cfg.network.shared
+
+
+def test_merge_order_default_group_entry_file_overrides(tmp_path):
+    extra = tmp_path / "mine.yml"
+    extra.write_text("n_epochs: 3\nnetwork:\n  hidden: [32]\n")
+    cfg = load_run_config("ppo", EnvConfig(id="Hopper-v5"), "mujoco", config_file=extra,
+                          overrides=parse_overrides(["n_epochs=7", "gamma=0.97"]))
+    assert cfg.algo.n_epochs == 7 and cfg.algo.gamma == 0.97
+    assert cfg.algo.network.hidden == (32,)
+    entry = hyperparams_for("ppo", "Hopper-v5", "mujoco")
+    assert cfg.algo.normalize_obs == entry.get("normalize_obs", PPOConfig().normalize_obs)
+
+
+def test_overrides_parse_yaml_scalars_and_nested_keys():
+    assert parse_overrides(["learning_rate=3e-4", "network.hidden=[64, 64]", "lr_schedule=adaptive_kl"]) == {
+        "learning_rate": 3e-4, "network": {"hidden": [64, 64]}, "lr_schedule": "adaptive_kl"}
+    assert build_algo_config("ppo", {"lr_schedule": "adaptive_kl"}).lr_schedule is Schedule.adaptive_kl
+
+
+def test_typo_names_the_key_and_close_matches():
+    with pytest.raises(UsageError) as e:
+        build_algo_config("ppo", {"learning_rte": 1e-3})
+    message = str(e.value)
+    assert "learning_rte" in message and "learning_rate" in message and "\n" not in message
+
+
+def test_nested_typo_and_bad_values():
+    with pytest.raises(UsageError, match="network.hiden.*hidden"):
+        build_algo_config("ppo", {"network": {"hiden": [4]}})
+    with pytest.raises(UsageError, match="gamma"):
+        build_algo_config("ppo", {"gamma": 1.5})
+    with pytest.raises(UsageError, match="lr_schedule"):
+        build_algo_config("ppo", {"lr_schedule": "cosine"})
+    with pytest.raises(UsageError, match="minibatch_size"):
+        build_algo_config("ppo", {"n_envs": 2, "n_steps": 8, "minibatch_size": 64})
+    with pytest.raises(UsageError, match="key=value"):
+        parse_overrides(["gamma"])
+
+
+def test_configs_are_frozen():
+    cfg = PPOConfig()
+    with pytest.raises(ValidationError):
+        cfg.gamma = 0.5  # type: ignore[misc]

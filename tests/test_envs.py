@@ -1,0 +1,89 @@
+"""Pins the auto-reset and truncation behaviour the training loop relies on, on both backends."""
+
+from importlib.util import find_spec
+
+import numpy as np
+import pytest
+import torch
+
+from rlcli.config import PPOConfig
+from rlcli.envs import make_vec_env
+from rlcli.errors import UsageError
+
+BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
+    find_spec("envpool") is None, reason="envpool is not installed"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_next_step_auto_reset(backend):
+    """After a done, the next step ignores its action, returns reward 0 and a fresh first observation."""
+    env = make_vec_env("CartPole-v1", 1, 0, backend)
+    env.reset()
+    push = np.ones(1, dtype=np.int64)
+    for _ in range(100):
+        result = env.step(push)
+        if result.terminated[0]:
+            break
+    assert result.terminated[0] and result.game_over[0]
+    final_obs = result.obs[0]
+    assert abs(final_obs[2]) > 0.2 or abs(final_obs[0]) > 2.4  # the real terminal state, not a reset
+    reset = env.step(push)
+    assert reset.reward[0] == 0.0 and not reset.terminated[0] and not reset.truncated[0]
+    assert np.all(np.abs(reset.obs[0]) <= 0.05)  # CartPole starts within +-0.05
+    env.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_is_a_truncation_with_the_real_final_observation(backend):
+    env = make_vec_env("Pendulum-v1", 2, 0, backend)
+    env.reset()
+    zeros = np.zeros((2, 1), dtype=np.float32)
+    for t in range(200):
+        result = env.step(zeros)
+        assert not result.terminated.any()
+        assert result.truncated.all() == (t == 199)
+    # Pendulum's observation is (cos, sin, velocity): the final one is a real state, not a reset
+    assert np.allclose(np.linalg.norm(result.obs[:, :2], axis=1), 1.0, atol=1e-4)
+    env.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
+    from rlcli.algos.ppo import PPO
+    from rlcli.loops import RolloutCollector
+
+    env = make_vec_env("CartPole-v1", 4, 0, backend)
+    cfg = PPOConfig(n_envs=4, n_steps=64, minibatch_size=64)
+    agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
+    buf = RolloutCollector(env, agent).collect()
+    dones = buf.dones
+    assert dones.any(), "64 random-policy CartPole steps end some episodes"
+    # every row right after a done is a reset row, and only those
+    expected_valid = torch.ones_like(buf.valid)
+    expected_valid[1:] = ~dones[:-1]
+    assert torch.equal(buf.valid, expected_valid)
+    # the value in row t+1 is the critic's value of the observation returned at step t
+    t, i = (dones[:-1]).nonzero()[0].tolist()
+    with torch.no_grad():
+        assert torch.allclose(buf.values[t + 1, i], agent.policy.value(buf.obs[t + 1, i][None])[0])
+    env.close()
+
+
+def test_unknown_env_id_suggests_close_matches():
+    with pytest.raises(UsageError, match="did you mean CartPole-v1"):
+        make_vec_env("CartPol-v1", 1, 0)
+
+
+def test_custom_env_module_registers_ids(tmp_path, monkeypatch):
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv',"
+        " max_episode_steps=50)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from rlcli.envs import import_env_module
+
+    import_env_module("my_envs")
+    env = make_vec_env("MyCartPole-v0", 2, 0, "auto")
+    assert env.backend == "gymnasium" and env.reset().shape == (2, 4)
+    with pytest.raises(UsageError, match="could not be imported"):
+        import_env_module("no_such_module_here")

@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+import torch
+
+from rlcli.normalization import ObsNormalizer, RewardScaler, RunningMeanStd
+
+
+def test_running_mean_std_matches_numpy_over_batches():
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 2.0, size=(1000, 4))
+    rms = RunningMeanStd((4,))
+    for chunk in np.array_split(data, 7):
+        rms.update(torch.as_tensor(chunk))
+    assert np.allclose(rms.mean.numpy(), data.mean(0), atol=1e-6)
+    assert np.allclose(rms.var.numpy(), data.var(0), atol=1e-4)
+
+
+def test_obs_normalizer_standardises_and_clips():
+    norm = ObsNormalizer((2,), enabled=True, clip=5.0)
+    obs = torch.tensor([[0.0, 100.0], [2.0, 100.0], [4.0, 100.0]])
+    out = norm(obs, update=True)
+    assert torch.allclose(out[:, 0], torch.tensor([-1.2247, 0.0, 1.2247]), atol=1e-3)
+    assert norm(torch.tensor([[1e6, 100.0]]))[0, 0].item() == 5.0
+    assert torch.equal(ObsNormalizer((2,), enabled=False, clip=5.0)(obs), obs)
+
+
+def test_reward_scaler_divides_by_return_std_and_resets_at_episode_end():
+    scaler = RewardScaler(1, gamma=0.5, enabled=True)
+    rewards = [torch.tensor([1.0])] * 3
+    dones = [torch.tensor([False]), torch.tensor([True]), torch.tensor([False])]
+    outs = [scaler(r, d) for r, d in zip(rewards, dones, strict=True)]
+    # discounted returns seen: 1, 1.5, then reset -> 1
+    returns = np.array([1.0, 1.5, 1.0])
+    expected = 1.0 / np.sqrt(returns.var() + 1e-8)
+    assert outs[-1].item() == pytest.approx(expected, rel=1e-3)
+    assert scaler.returns.item() == 1.0
