@@ -26,6 +26,7 @@ def play(
     headless = video is not None or not os.environ.get("DISPLAY")
     if headless:
         os.environ.setdefault("MUJOCO_GL", "egl")  # off-screen MuJoCo rendering without a display
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control) draws off-screen
         video = video or Path("play.mp4")
     import torch
 

@@ -14,9 +14,14 @@ from rlcli.envs.base import StepResult, float32_obs, float32_space
 
 def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
                     kwargs: dict[str, Any] | None = None) -> gym.Env:
+    kwargs = dict(kwargs or {})
     if atari:
-        return make_atari_env(gym_id, render_mode=render_mode, **(kwargs or {}))
-    return gym.make(gym_id, render_mode=render_mode, **(kwargs or {}))
+        return make_atari_env(gym_id, render_mode=render_mode, **kwargs)
+    if render_mode and ".mujoco" in str(gym.spec(gym_id).entry_point):
+        # the model's own body-tracking camera: gymnasium's default free camera stays where the
+        # robot started, so a walker leaves the picture after a few seconds
+        kwargs.setdefault("camera_name", "track")
+    return gym.make(gym_id, render_mode=render_mode, **kwargs)
 
 
 class GymnasiumVecEnv:
@@ -57,9 +62,9 @@ class GymnasiumVecEnv:
     @property
     def render_fps(self) -> int:
         """Frames per second of one agent step, for videos in real time."""
-        env = self._env.envs[0]
-        fps = env.metadata.get("render_fps") or 30
-        return int(fps / 4) if self._atari else int(fps)  # Atari: one agent step is 4 frames
+        if self._atari:
+            return 60 // 4  # the console runs at 60 Hz and one agent step is 4 frames
+        return int(self._env.envs[0].metadata.get("render_fps") or 30)
 
     def close(self) -> None:
         self._env.close()

@@ -1,0 +1,21 @@
+"""The installed package finds its hyperparameters without a checkout."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_ships_hyperparameter_files(tmp_path):
+    pytest.importorskip("setuptools")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            str(ROOT), "-w", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = tmp_path.glob("rlcli-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {Path(n).name for n in names if n.startswith("rlcli/hyperparams/")}
+    assert shipped == {p.name for p in (ROOT / "hyperparams").glob("*.yml")}
