@@ -68,3 +68,57 @@ class RolloutBuffer:
             pick = lambda t: t.flatten(0, 1).index_select(0, index)  # noqa: E731
         return RolloutBatch(pick(self.obs), pick(self.actions), pick(self.log_probs),
                             pick(self.values[:-1]), pick(advantages), pick(returns))
+
+
+class ReplayBatch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor  # float: 1 where the episode ended without a time limit (no bootstrap)
+
+
+class ReplayBuffer:
+    """A ring of preallocated tensors. ``next_obs`` is the real next observation, the final one at
+    an episode end; rows are written only for transitions the env actually took."""
+
+    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, device: torch.device,
+                 obs_dtype: torch.dtype = torch.float32) -> None:
+        self.capacity, self.device = capacity, device
+        self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
+        self.next_obs = torch.zeros_like(self.obs)
+        self.actions = torch.zeros((capacity, action_dim), device=device)
+        self.rewards = torch.zeros(capacity, device=device)
+        self.terminated = torch.zeros(capacity, device=device)
+        self.pos = 0
+        self.size = 0
+
+    def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+            terminated: torch.Tensor) -> None:
+        """Appends k rows, overwriting the oldest once full."""
+        k = obs.shape[0]
+        index = (self.pos + torch.arange(k, device=self.device)) % self.capacity
+        for name, value in zip(self.FIELDS, (obs, actions, rewards, next_obs, terminated), strict=True):
+            getattr(self, name)[index] = value.to(getattr(self, name).dtype)
+        self.pos = (self.pos + k) % self.capacity
+        self.size = min(self.size + k, self.capacity)
+
+    def sample(self, batch_size: int) -> ReplayBatch:
+        index = torch.randint(0, self.size, (batch_size,), device=self.device)
+        return ReplayBatch(*(getattr(self, name)[index] for name in self.FIELDS))
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The filled rows and the write position, for a checkpoint."""
+        out = {name: getattr(self, name)[: self.size] for name in self.FIELDS}
+        out["pos"] = torch.tensor(self.pos)
+        return out
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        size = tensors["obs"].shape[0]
+        if size > self.capacity:
+            raise ValueError(f"saved buffer holds {size} rows, more than buffer_size={self.capacity}")
+        for name in self.FIELDS:
+            getattr(self, name)[:size] = tensors[name].to(self.device)
+        self.size, self.pos = size, int(tensors["pos"]) % self.capacity

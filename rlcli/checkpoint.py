@@ -25,8 +25,9 @@ import rlcli
 from rlcli.config import RunConfig, describe_validation_error, dump_config
 from rlcli.errors import CheckpointError
 
-CONFIG, MODEL, OPTIMIZER, META, EVAL = (
-    "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json")
+CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY = (
+    "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json",
+    "replay.safetensors")
 BEST_DIR = "best"
 FORMAT = "rlcli-model-v1"
 
@@ -69,21 +70,28 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{path} is corrupt or not a safetensors file ({e})") from None
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+def optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, torch.Tensor]:
+    """Each optimiser's per-parameter state as ``NAME.INDEX.FIELD`` tensors (learning rates are
+    not here: the agent's ``extra_state`` carries what its schedule needs)."""
     out = {}
-    for index, state in optimizer.state_dict()["state"].items():
-        for name, value in state.items():
-            out[f"state.{index}.{name}"] = torch.as_tensor(value)
+    for prefix, optimizer in optimizers.items():
+        for index, state in optimizer.state_dict()["state"].items():
+            for name, value in state.items():
+                out[f"{prefix}.{index}.{name}"] = torch.as_tensor(value)
     return out
 
 
-def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
-    state: dict[int, dict[str, torch.Tensor]] = {}
+def load_optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer],
+                           tensors: dict[str, torch.Tensor]) -> None:
+    states: dict[str, dict[int, dict[str, torch.Tensor]]] = {name: {} for name in optimizers}
     for key, value in tensors.items():
-        _, index, name = key.split(".", 2)
-        state.setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict({"state": state,
-                               "param_groups": optimizer.state_dict()["param_groups"]})
+        prefix, index, name = key.split(".", 2)
+        if prefix not in states:
+            raise CheckpointError(f"optimizer state for unknown optimizer '{prefix}'")
+        states[prefix].setdefault(int(index), {})[name] = value
+    for prefix, optimizer in optimizers.items():
+        optimizer.load_state_dict({"state": states[prefix],
+                                   "param_groups": optimizer.state_dict()["param_groups"]})
 
 
 def environment_versions() -> dict[str, str]:

@@ -85,8 +85,38 @@ class PPOConfig(Frozen):
         return self
 
 
-AlgoConfig = PPOConfig
-ALGOS: dict[str, type[Frozen]] = {"ppo": PPOConfig}
+class SACConfig(Frozen):
+    """Soft Actor-Critic hyperparameters (Haarnoja et al. 2018, with automatic entropy tuning)."""
+
+    algo: Literal["sac"] = "sac"
+    steps: Annotated[int, Field(gt=0)] = 1_000_000
+    n_envs: Annotated[int, Field(gt=0)] = 1
+    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
+    learning_starts: Annotated[int, Field(ge=0)] = 5_000  # env steps of uniform random actions first
+    batch_size: Annotated[int, Field(gt=0)] = 256
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    tau: Annotated[float, Field(gt=0, le=1)] = 0.005  # Polyak factor of the target critics
+    actor_lr: Annotated[float, Field(gt=0)] = 3e-4
+    critic_lr: Annotated[float, Field(gt=0)] = 3e-4
+    alpha_lr: Annotated[float, Field(gt=0)] = 3e-4
+    alpha: Annotated[float, Field(gt=0)] = 0.2  # initial (autotune) or fixed entropy temperature
+    autotune_alpha: bool = True
+    target_entropy: float | None = None  # None: -dim(A)
+    utd_ratio: Annotated[float, Field(gt=0)] = 1.0  # gradient steps per env step collected
+    policy_delay: Annotated[int, Field(gt=0)] = 1  # critic updates per actor (and alpha) update
+    target_update_every: Annotated[int, Field(gt=0)] = 1  # critic updates per Polyak update
+    log_every: Annotated[int, Field(gt=0)] = 1_000  # env steps per training iteration (metrics row)
+    normalize_obs: bool = False
+    clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    actor_hidden: tuple[int, ...] = (256, 256)
+    critic_hidden: tuple[int, ...] = (256, 256)
+    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
+    compile: bool = False  # torch.compile the update step
+    env_kwargs: dict[str, bool | int | float | str] = {}
+
+
+AlgoConfig = PPOConfig | SACConfig
+ALGOS: dict[str, type[Frozen]] = {"ppo": PPOConfig, "sac": SACConfig}
 
 
 class EnvConfig(Frozen):
@@ -105,7 +135,7 @@ class RunConfig(Frozen):
     """Everything that defines a training run; saved fully resolved as ``config.yaml``."""
 
     env: EnvConfig
-    algo: PPOConfig
+    algo: Annotated[PPOConfig | SACConfig, Field(discriminator="algo")]
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch intra-op threads; 1 by default because the env backend already keeps the cores busy and
@@ -190,7 +220,7 @@ def _parse_scalar(raw: str) -> Any:
             return raw
 
 
-def build_algo_config(algo: str, values: dict[str, Any]) -> PPOConfig:
+def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
     """Validate merged hyperparameters into the algorithm's frozen config, with one-line errors."""
     model = ALGOS.get(algo)
     if model is None:

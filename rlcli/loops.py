@@ -8,7 +8,9 @@ import numpy as np
 import torch
 
 from rlcli.algos.ppo import PPO
-from rlcli.buffers import RolloutBuffer
+from rlcli.algos.sac import METRICS as SAC_METRICS
+from rlcli.algos.sac import SAC
+from rlcli.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.envs import VecEnv
 
 
@@ -42,6 +44,28 @@ class EpisodeTracker:
         out = (self.finished_returns, self.finished_lengths)
         self.finished_returns, self.finished_lengths = [], []
         return out
+
+
+class PPOLearner:
+    """One PPO iteration: a rollout of ``n_envs * n_steps`` env steps, then the update epochs."""
+
+    def __init__(self, env: VecEnv, agent: PPO, total_steps: int) -> None:
+        self.collector = RolloutCollector(env, agent)
+        self.episodes = self.collector.episodes
+        self.agent = agent
+        self.total_steps = total_steps
+
+    def iterate(self, step: int) -> tuple[int, dict[str, float]]:
+        """Returns (env steps taken, metrics)."""
+        cfg = self.agent.cfg
+        batch = self.collector.collect().batch(cfg.gamma, cfg.gae_lambda)
+        return cfg.n_envs * cfg.n_steps, self.agent.update(batch, progress=step / self.total_steps)
+
+    def buffer_tensors(self) -> dict[str, torch.Tensor]:
+        return {}  # on-policy: nothing outlives an iteration
+
+    def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        pass
 
 
 class RolloutCollector:
@@ -87,3 +111,67 @@ class RolloutCollector:
             prev_done_np = done_np
         buf.values[-1] = policy.value(agent.obs_norm(self.obs))
         return buf
+
+
+class SACLearner:
+    """One SAC iteration: ``log_every`` env steps, each followed by ``utd_ratio`` gradient steps per
+    transition once ``learning_starts`` transitions are in. Before that, actions are uniform random."""
+
+    def __init__(self, env: VecEnv, agent: SAC, total_steps: int) -> None:
+        cfg = agent.cfg
+        self.env, self.agent, self.device = env, agent, agent.device
+        space = env.single_action_space
+        self.buffer = ReplayBuffer(cfg.buffer_size, tuple(env.single_observation_space.shape),
+                                   agent.action_dim, self.device)
+        self.low, self.high = space.low, space.high  # type: ignore[attr-defined]
+        self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
+        self.obs = env.reset()
+        self.prev_done = np.zeros(env.num_envs, dtype=bool)
+        self.episodes = EpisodeTracker(env.num_envs)
+        self.updates_owed = 0.0
+
+    def iterate(self, step: int) -> tuple[int, dict[str, float]]:
+        """Returns (env steps taken, mean metrics of the gradient steps made)."""
+        agent, cfg, env = self.agent, self.agent.cfg, self.env
+        n = env.num_envs
+        sums = torch.zeros(len(SAC_METRICS), device=self.device)
+        n_updates = 0
+        taken = 0
+        while taken < cfg.log_every:
+            obs = torch.as_tensor(self.obs, device=self.device)
+            if cfg.normalize_obs:
+                agent.obs_norm.rms.update(obs[torch.as_tensor(~self.prev_done, device=self.device)])
+            if step + taken < cfg.learning_starts:
+                actions = self.rng.uniform(self.low, self.high, (n, *self.low.shape)).astype(np.float32)
+            else:
+                with torch.no_grad():
+                    actions = agent.actor(agent.obs_norm(obs.float()))[0].cpu().numpy()
+            result = env.step(actions)
+            real = ~self.prev_done  # a reset row's action was ignored: it is no transition
+            self.episodes.add(result.raw_reward, real, result.game_over)
+            rows = slice(None) if real.all() else np.flatnonzero(real)
+            dev = self.device
+            self.buffer.add(obs[rows], torch.as_tensor(actions[rows], device=dev),
+                            torch.as_tensor(result.reward[rows], device=dev),
+                            torch.as_tensor(result.obs[rows], device=dev),
+                            torch.as_tensor(result.terminated[rows], device=dev))
+            self.prev_done = result.terminated | result.truncated
+            self.obs = result.obs
+            taken += n
+            if step + taken > cfg.learning_starts and self.buffer.size >= cfg.batch_size:
+                self.updates_owed += cfg.utd_ratio * n
+                while self.updates_owed >= 1.0:
+                    sums += agent.update(self.buffer.sample(cfg.batch_size))
+                    n_updates += 1
+                    self.updates_owed -= 1.0
+        metrics = {"charts/gradient_steps": float(n_updates)}
+        if n_updates:
+            means = (sums / n_updates).tolist()
+            metrics.update(dict(zip(SAC_METRICS, means, strict=True)))
+        return taken, metrics
+
+    def buffer_tensors(self) -> dict[str, torch.Tensor]:
+        return self.buffer.state_tensors()
+
+    def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.buffer.load_state_tensors(tensors)

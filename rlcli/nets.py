@@ -162,3 +162,84 @@ class ActorCritic(nn.Module):
             log_probs = log_probs + logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1)
             entropy = entropy - (logp.exp() * logp).sum(-1)
         return log_probs, entropy  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Soft Actor-Critic: a squashed-Gaussian actor and an ensemble of Q networks evaluated in one call
+
+
+def squashed_gaussian_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+                               ) -> torch.Tensor:
+    """log-density of ``tanh(u)`` for ``u ~ N(mean, exp(log_std))``, summed over action dims.
+
+    Change of variables: log p(a) = log N(u) - sum log(1 - tanh(u)^2), with the correction written as
+    2 * (log 2 - u - softplus(-2u)), which stays finite where tanh saturates.
+    """
+    z = (pre_tanh - mean) * torch.exp(-log_std)
+    gaussian = (-0.5 * z.square() - log_std - LOG_SQRT_2PI).sum(-1)
+    correction = (2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(-1)
+    return gaussian - correction
+
+
+class SquashedGaussianActor(nn.Module):
+    """tanh(N(mean(s), std(s))) rescaled to the action bounds. Log-probabilities are those of the
+    squashed action in [-1, 1]; the rescaling is a constant shift that gradients do not see."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, obs_dim: int, action_space: gym.spaces.Box, hidden: tuple[int, ...], activation: str):
+        super().__init__()
+        self.trunk, width = mlp_trunk(obs_dim, NetworkConfig(hidden=hidden, activation=activation,
+                                                             ortho_init=False))
+        act_dim = int(np.prod(action_space.shape))
+        self.mean = nn.Linear(width, act_dim)
+        self.log_std = nn.Linear(width, act_dim)
+        low = torch.as_tensor(action_space.low, dtype=torch.float32)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        self.register_buffer("action_scale", (high - low) / 2.0)
+        self.register_buffer("action_bias", (high + low) / 2.0)
+
+    def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions within the env's bounds, their log-probabilities)."""
+        h = self.trunk(obs)
+        mean = self.mean(h)
+        log_std = self.LOG_STD_MIN + 0.5 * (self.LOG_STD_MAX - self.LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
+        pre_tanh = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        log_prob = squashed_gaussian_log_prob(pre_tanh, mean, log_std)
+        return torch.tanh(pre_tanh) * self.action_scale + self.action_bias, log_prob
+
+
+class EnsembleLinear(nn.Module):
+    """``n`` independent linear layers as one batched matmul: [n, B, in] -> [n, B, out]."""
+
+    def __init__(self, n: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialisation, per member
+        self.weight = nn.Parameter(torch.empty(n, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(n, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class QEnsemble(nn.Module):
+    """``n`` Q(s, a) networks (twin Q: n=2) evaluated together; returns [n, B]."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], activation: str, n: int = 2):
+        super().__init__()
+        self.n = n
+        # all members read the same input, so their first layers are one matmul with stacked columns
+        self.first = EnsembleLinear(n, obs_dim + act_dim, hidden[0])
+        self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(hidden[:-1], hidden[1:], strict=True))
+        self.out = EnsembleLinear(n, hidden[-1], 1)
+        self.activation = ACTIVATIONS[activation]()
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, actions], -1)
+        n, width = self.n, self.first.weight.shape[-1]
+        weight = self.first.weight.transpose(0, 1).reshape(x.shape[-1], n * width)
+        h = torch.addmm(self.first.bias.transpose(0, 1).reshape(1, n * width), x, weight)
+        x = self.activation(h.view(-1, n, width).transpose(0, 1))
+        for layer in self.layers:
+            x = self.activation(layer(x))
+        return self.out(x).squeeze(-1)

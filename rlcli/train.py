@@ -17,15 +17,15 @@ import numpy as np
 import torch
 
 from rlcli import checkpoint
-from rlcli.algos import ALGORITHMS
-from rlcli.algos.ppo import PPO
+from rlcli.algos import ALGORITHMS, Agent
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv, import_env_module, make_vec_env
 from rlcli.evaluation import evaluate
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
-from rlcli.loops import RolloutCollector
+from rlcli.loops import PPOLearner, SACLearner
 
 EVAL_ENVS = 8
+LEARNERS = {"ppo": PPOLearner, "sac": SACLearner}
 OPTIONAL_COLUMNS = ("charts/episode_return", "charts/episode_length", "eval/mean_return", "eval/std_return")
 
 
@@ -74,7 +74,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> PPO:
+def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> Agent:
     algo = ALGORITHMS[cfg.algo.algo]
     return algo(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device)
 
@@ -85,7 +85,16 @@ def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None =
                         render_mode=render_mode)
 
 
-def agent_from_run(run: checkpoint.LoadedRun, env: VecEnv, device: torch.device) -> PPO:
+def check_env_fits(cfg: RunConfig) -> None:
+    """Raises a UsageError when the algorithm cannot act in the environment (e.g. SAC on Discrete)."""
+    env = make_env(cfg, 1, cfg.seed)
+    try:
+        ALGORITHMS[cfg.algo.algo].check_spaces(env.single_observation_space, env.single_action_space)
+    finally:
+        env.close()
+
+
+def agent_from_run(run: checkpoint.LoadedRun, env: VecEnv, device: torch.device) -> Agent:
     """An agent with a saved run's weights and normalisation statistics."""
     agent = build_agent(run.cfg, env, device)
     try:
@@ -98,8 +107,9 @@ def agent_from_run(run: checkpoint.LoadedRun, env: VecEnv, device: torch.device)
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
-          wandb_project: str | None = None, resume: bool = False) -> TrainState:
-    """Trains until ``cfg.algo.steps`` env steps; returns the final state (with its evaluation)."""
+          wandb_project: str | None = None, resume: bool = False, save_buffer: bool = False) -> TrainState:
+    """Trains until ``cfg.algo.steps`` env steps; returns the final state (with its evaluation).
+    ``save_buffer`` also checkpoints an off-policy replay buffer (and restores it on resume)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     meta: dict = {}
@@ -116,8 +126,8 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
         agent.load_state_dict(checkpoint.load_tensors(run_dir / checkpoint.MODEL))
         if (run_dir / checkpoint.OPTIMIZER).is_file():
             checkpoint.load_optimizer_tensors(
-                agent.optimizer, checkpoint.load_tensors(run_dir / checkpoint.OPTIMIZER))
-        agent.learning_rate = float(meta.get("learning_rate", agent.learning_rate))
+                agent.optimizers(), checkpoint.load_tensors(run_dir / checkpoint.OPTIMIZER))
+        agent.load_extra_state(meta.get("agent", {}))
 
     state = TrainState(run_dir=run_dir, step=start_step, total_steps=cfg.algo.steps,
                        iteration=int(meta.get("iterations", 0)), best_eval=meta.get("best_eval"),
@@ -131,11 +141,13 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
     prior_wall = float(meta.get("wall_time", 0.0))
 
     def save(final: bool = False) -> None:
+        if save_buffer:
+            checkpoint.save_tensors(run_dir / checkpoint.REPLAY, learner.buffer_tensors())
         checkpoint.save(run_dir, cfg, agent.state_dict(),
-                        checkpoint.optimizer_tensors(agent.optimizer), {
+                        checkpoint.optimizer_tensors(agent.optimizers()), {
                             "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed,
                             "steps": state.step, "iterations": state.iteration,
-                            "episodes": state.episodes, "learning_rate": agent.learning_rate,
+                            "episodes": state.episodes, "agent": agent.extra_state(),
                             "best_eval": state.best_eval, "wall_time": prior_wall + state.wall_time,
                             "finished": final, "backend": env.backend,
                             **({"wandb_id": meta["wandb_id"]} if "wandb_id" in meta else {})})
@@ -156,22 +168,21 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
                                     agent.state_dict())
         return {"eval/mean_return": result.mean, "eval/std_return": result.std}
 
-    collector = RolloutCollector(env, agent)
+    learner = LEARNERS[cfg.algo.algo](env, agent, cfg.algo.steps)
+    if resume and save_buffer and (run_dir / checkpoint.REPLAY).is_file():
+        learner.load_buffer_tensors(checkpoint.load_tensors(run_dir / checkpoint.REPLAY))
     recent: deque[float] = deque(maxlen=100)
-    steps_per_iter = cfg.algo.n_envs * cfg.algo.n_steps
     next_eval = _next_multiple(state.step, cfg.eval.every)
     t0 = time.perf_counter()
     stop = False
     try:
         while state.step < cfg.algo.steps and not stop:
-            buffer = collector.collect()
-            batch = buffer.batch(cfg.algo.gamma, cfg.algo.gae_lambda)
-            metrics = agent.update(batch, progress=state.step / cfg.algo.steps)
-            state.step += steps_per_iter
+            steps, metrics = learner.iterate(state.step)
+            state.step += steps
             state.iteration += 1
             state.wall_time = time.perf_counter() - t0
             state.sps = (state.step - start_step) / max(state.wall_time, 1e-9)
-            returns, lengths = collector.episodes.drain()
+            returns, lengths = learner.episodes.drain()
             recent.extend(returns)
             state.episodes += len(returns)
             metrics["charts/SPS"] = state.sps

@@ -20,7 +20,7 @@ def test_round_trip_gives_the_same_actions(tmp_path):
     agent = build_agent(CFG, env, torch.device("cpu"))
     obs = torch.randn(32, 3)
     agent.obs_norm(obs * 3 + 1, update=True)  # non-trivial statistics must travel with the weights
-    checkpoint.save(tmp_path, CFG, agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizer),
+    checkpoint.save(tmp_path, CFG, agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizers()),
                     {"steps": 123})
     loaded = checkpoint.load(tmp_path)
     assert loaded.cfg == CFG and loaded.meta["steps"] == 123
@@ -37,9 +37,9 @@ def test_optimizer_state_round_trip(tmp_path):
     loss = agent.policy.value(torch.randn(4, 3)).sum()
     loss.backward()
     agent.optimizer.step()
-    checkpoint.save_tensors(tmp_path / "opt.safetensors", checkpoint.optimizer_tensors(agent.optimizer))
+    checkpoint.save_tensors(tmp_path / "opt.safetensors", checkpoint.optimizer_tensors(agent.optimizers()))
     other = build_agent(CFG, env, torch.device("cpu"))
-    checkpoint.load_optimizer_tensors(other.optimizer,
+    checkpoint.load_optimizer_tensors(other.optimizers(),
                                       checkpoint.load_tensors(tmp_path / "opt.safetensors"))
     a, b = agent.optimizer.state_dict()["state"], other.optimizer.state_dict()["state"]
     assert a.keys() == b.keys()

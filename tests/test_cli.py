@@ -118,3 +118,37 @@ def test_track_logs_to_wandb_offline(tmp_path, monkeypatch):
     offline = list((run / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
     assert json.loads((run / "meta.json").read_text())["wandb_id"]
+
+
+SAC_TINY = ["--algo", "sac", "--steps", "600", "-p", "learning_starts=200", "-p", "log_every=200",
+            "-p", "batch_size=64", "--eval-episodes", "1"]
+
+
+def test_sac_train_eval_and_resume_with_replay_buffer(tmp_path):
+    from safetensors import safe_open
+
+    run = tmp_path / "sac"
+    result = runner.invoke(app, ["train", "Pendulum-v1", "--run-dir", str(run), "--save-buffer", *SAC_TINY])
+    assert result.exit_code == 0, result.output
+    with safe_open(str(run / "replay.safetensors"), "pt") as f:
+        assert f.get_tensor("obs").shape == (600 - 2, 3)  # 3 episodes of 200 steps: 2 reset rows
+    with safe_open(str(run / "optimizer.safetensors"), "pt") as f:
+        assert {k.split(".")[0] for k in f.keys()} == {"actor", "critic", "alpha"}
+    assert json.loads((run / "meta.json").read_text())["agent"]["updates"] == 400
+
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "800", "--save-buffer"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["steps"] == 800 and meta["agent"]["updates"] == 600  # learning went on, no new warm-up
+    with safe_open(str(run / "replay.safetensors"), "pt") as f:
+        assert f.get_tensor("obs").shape[0] == 598 + 200  # restored rows + a fresh 200-step episode
+
+    result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["algo"] == "sac"
+
+
+def test_sac_on_discrete_actions_is_one_line_exit_2():
+    result = runner.invoke(app, ["train", "CartPole-v1", "--algo", "sac"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: SAC needs continuous (Box) actions; this environment's are Discrete(2). Use --algo ppo"]

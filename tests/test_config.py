@@ -81,3 +81,22 @@ def test_configs_are_frozen():
     cfg = PPOConfig()
     with pytest.raises(ValidationError):
         cfg.gamma = 0.5  # type: ignore[misc]
+
+
+SAC_REQUIRED = ["Pendulum-v1", "Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"]
+
+
+@pytest.mark.parametrize("env_id", SAC_REQUIRED)
+def test_every_shipped_sac_entry_validates(env_id):
+    table = yaml.safe_load((hyperparams_dir() / "sac.yml").read_text())
+    assert env_id in table, f"hyperparams/sac.yml lacks a tuned entry for {env_id}"
+    cfg = build_algo_config("sac", hyperparams_for("sac", env_id, env_group(env_id)))
+    assert cfg.algo == "sac" and cfg.batch_size <= cfg.buffer_size
+
+
+def test_run_config_round_trips_either_algorithm_through_yaml():
+    from rlcli.config import RunConfig, dump_config
+
+    for algo in ("ppo", "sac"):
+        cfg = load_run_config(algo, EnvConfig(id="Pendulum-v1"), "classic")
+        assert RunConfig.model_validate(yaml.safe_load(dump_config(cfg))) == cfg

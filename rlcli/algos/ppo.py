@@ -13,6 +13,7 @@ from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer
 from rlcli.config import PPOConfig, Schedule
+from rlcli.errors import UsageError
 from rlcli.nets import ActorCritic
 from rlcli.normalization import ObsNormalizer, RewardScaler
 
@@ -48,6 +49,24 @@ class PPO(nn.Module):
         self.action_dtype = torch.long if self.policy.nvec else torch.float32
         self.obs_dtype = (torch.float32 if cfg.normalize_obs or obs_space.dtype != "uint8"
                           else torch.uint8)
+
+    @staticmethod
+    def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise UsageError(f"PPO takes Box observations; this environment's are {obs_space}")
+        if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.Box):
+            raise UsageError(f"PPO takes Discrete, MultiDiscrete or Box actions; this environment's are "
+                             f"{action_space}")
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"policy": self.optimizer}
+
+    def extra_state(self) -> dict[str, float]:
+        """What a resume needs beyond tensors: the adaptive schedule's current learning rate."""
+        return {"learning_rate": self.learning_rate}
+
+    def load_extra_state(self, state: dict[str, float]) -> None:
+        self.learning_rate = float(state.get("learning_rate", self.learning_rate))
 
     def make_buffer(self, n_envs: int) -> RolloutBuffer:
         return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape),

@@ -16,7 +16,7 @@ from rlcli.cli.options import Backend, Device
 from rlcli.config import EnvConfig, EvalConfig, deep_merge, load_run_config, parse_overrides
 from rlcli.errors import UsageError
 from rlcli.runs import default_run_dir
-from rlcli.train import TrainingInterrupted, TrainState
+from rlcli.train import TrainingInterrupted, TrainState, check_env_fits
 from rlcli.train import train as run_training
 
 
@@ -73,6 +73,8 @@ def train(
     track: Annotated[bool, typer.Option(help="Log to Weights & Biases.")] = False,
     wandb_project: Annotated[str, typer.Option(help="W&B project for --track.")] = "rlcli",
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
+    save_buffer: Annotated[bool, typer.Option(
+        help="Also checkpoint the replay buffer (off-policy algorithms), and restore it on --resume.")] = False,
 ) -> None:
     console = Console(soft_wrap=True, highlight=False)
     if resume is not None:
@@ -100,6 +102,7 @@ def train(
             device=device.value, torch_threads=threads, stop_at=stop_at,
             eval=EvalConfig(every=every or _default_eval_every(overrides, algo, env_id),
                             episodes=eval_episodes))
+        check_env_fits(cfg)
         directory = run_dir or default_run_dir(env_id, algo, seed)
         if (directory / checkpoint.CONFIG).exists():
             raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
@@ -112,7 +115,7 @@ def train(
     try:
         with display.progress:
             state = run_training(cfg, directory, [display], wandb_project if track else None,
-                                 resume=resume is not None)
+                                 resume=resume is not None, save_buffer=save_buffer)
     except TrainingInterrupted as e:
         console.print(f"\nInterrupted at step {e.state.step:,}; checkpoint saved in {directory}.\n"
                       f"Resume with: rlcli train --resume {directory}")

@@ -1,0 +1,129 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning, for Box action spaces.
+
+The update keeps everything on the device: losses and metrics stay tensors (summed by the caller and
+read once per training iteration), the twin critics are one batched network, and the Polyak update is
+one fused ``_foreach_lerp_``. ``compile=True`` compiles the two loss functions with ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlcli.buffers import ReplayBatch
+from rlcli.config import SACConfig
+from rlcli.errors import UsageError
+from rlcli.nets import QEnsemble, SquashedGaussianActor
+from rlcli.normalization import ObsNormalizer
+
+METRICS = ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha", "charts/q_mean", "charts/entropy")
+
+
+def polyak_update(target: list[torch.Tensor], online: list[torch.Tensor], tau: float) -> None:
+    """target <- (1 - tau) * target + tau * online, in place."""
+    torch._foreach_lerp_(target, online, tau)
+
+
+class SAC(nn.Module):
+    """Actor, twin critics with targets, entropy temperature and their optimisers; all state is tensors."""
+
+    def __init__(self, cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.Space, n_envs: int,
+                 device: torch.device) -> None:
+        super().__init__()
+        self.check_spaces(obs_space, action_space)
+        self.cfg, self.device = cfg, device
+        obs_dim = int(np.prod(obs_space.shape))
+        act_dim = int(np.prod(action_space.shape))
+        self.actor = SquashedGaussianActor(obs_dim, action_space, cfg.actor_hidden, cfg.activation)
+        self.critic = QEnsemble(obs_dim, act_dim, cfg.critic_hidden, cfg.activation)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.alpha)), requires_grad=cfg.autotune_alpha)
+        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
+        self.to(device)
+        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(act_dim)
+        # fused Adam: one kernel per step instead of a loop over parameters (CPU and CUDA)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.action_dim = act_dim
+        self.updates = 0
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+        self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
+        self._actor_loss = torch.compile(self.actor_loss) if cfg.compile else self.actor_loss
+
+    @staticmethod
+    def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(action_space, gym.spaces.Box):
+            raise UsageError(f"SAC needs continuous (Box) actions; this environment's are {action_space}. "
+                             "Use --algo ppo")
+        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+            raise UsageError(f"SAC here takes flat vector observations; this environment's are {obs_space}")
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
+
+    def extra_state(self) -> dict[str, int]:
+        return {"updates": self.updates}  # keeps the policy delay's phase across a resume
+
+    def load_extra_state(self, state: dict[str, int]) -> None:
+        self.updates = int(state.get("updates", 0))
+
+    @torch.no_grad()
+    def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Env-ready actions for raw observations, normalisation statistics frozen."""
+        return self.actor(self.obs_norm(obs.float()), deterministic)[0]
+
+    def critic_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Soft Bellman error summed over both critics; also returns the mean Q for logging."""
+        with torch.no_grad():
+            next_actions, next_log_probs = self.actor(next_obs)
+            alpha = self.log_alpha.exp()
+            next_q = self.critic_target(next_obs, next_actions).min(0).values - alpha * next_log_probs
+            target = batch.rewards + self.cfg.gamma * (1.0 - batch.terminated) * next_q
+        q = self.critic(obs, batch.actions)
+        return (q - target).square().mean(-1).sum(), q.mean().detach()
+
+    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """alpha * log pi - min Q over fresh actions; also returns the log-probabilities (detached)."""
+        actions, log_probs = self.actor(obs)
+        q = self.critic(obs, actions).min(0).values
+        return (self.log_alpha.exp().detach() * log_probs - q).mean(), log_probs.detach()
+
+    def update(self, batch: ReplayBatch) -> torch.Tensor:
+        """One gradient step of the critics (and, every ``policy_delay`` steps, of the actor and alpha).
+        Returns the METRICS as one tensor, without synchronising with the device."""
+        cfg = self.cfg
+        obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
+        critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        self.updates += 1
+        zero = torch.zeros((), device=self.device)
+        actor_loss = alpha_loss = entropy = zero
+        if self.updates % cfg.policy_delay == 0:
+            # requires_grad off so the actor's loss builds no graph through the critic's weights
+            self.critic.requires_grad_(False)
+            actor_loss, log_probs = self._actor_loss(obs)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            self.critic.requires_grad_(True)
+            entropy = -log_probs.mean()
+            if cfg.autotune_alpha:
+                alpha_loss = -(self.log_alpha * (self.target_entropy - entropy)).mean()
+                self.alpha_optimizer.zero_grad(set_to_none=True)
+                alpha_loss.backward()
+                self.alpha_optimizer.step()
+        if self.updates % cfg.target_update_every == 0:
+            polyak_update(self._target_params, self._critic_params, cfg.tau)
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(),
+                            self.log_alpha.detach().exp(), q_mean, entropy])

@@ -1,0 +1,115 @@
+"""SAC's maths and storage: squashed log-probabilities, twin critics, Polyak, replay ring, transitions."""
+
+from importlib.util import find_spec
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlcli.algos.sac import SAC, polyak_update
+from rlcli.buffers import ReplayBuffer
+from rlcli.config import SACConfig
+from rlcli.envs import make_vec_env
+from rlcli.errors import UsageError
+from rlcli.loops import SACLearner
+from rlcli.nets import QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
+
+BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
+    find_spec("envpool") is None, reason="envpool is not installed"))]
+
+
+def test_squashed_log_prob_matches_a_numerical_change_of_variables():
+    torch.manual_seed(0)
+    mean, log_std = torch.tensor([[0.3, -1.2]]), torch.tensor([[-0.5, 0.4]])
+    u = torch.tensor([[0.7, -2.5]], dtype=torch.float64)
+    ours = squashed_gaussian_log_prob(u, mean.double(), log_std.double())
+    # density of a = tanh(u): p(u) / |da/du|, the derivative taken by central differences
+    h = 1e-6
+    jac = (torch.tanh(u + h) - torch.tanh(u - h)) / (2 * h)
+    normal = torch.distributions.Normal(mean.double(), log_std.double().exp())
+    reference = (normal.log_prob(u) - jac.log()).sum(-1)
+    assert ours.item() == pytest.approx(reference.item(), abs=1e-6)
+
+
+def test_squashed_log_prob_stays_finite_where_tanh_saturates():
+    out = squashed_gaussian_log_prob(torch.tensor([[30.0]]), torch.tensor([[30.0]]), torch.tensor([[0.0]]))
+    assert torch.isfinite(out).all()
+
+
+def test_actor_actions_respect_asymmetric_bounds():
+    space = gym.spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([3.0, 0.5], np.float32))
+    actor = SquashedGaussianActor(4, space, (32,), "relu")
+    actions, log_probs = actor(torch.randn(1000, 4) * 10)
+    assert (actions[:, 0] >= -1).all() and (actions[:, 0] <= 3).all()
+    assert (actions[:, 1] >= 0).all() and (actions[:, 1] <= 0.5).all()
+    assert log_probs.shape == (1000,)
+
+
+def test_stacked_twin_critics_equal_two_separate_networks():
+    q = QEnsemble(3, 2, (16, 8), "relu")
+    obs, act = torch.randn(5, 3), torch.randn(5, 2)
+    out = q(obs, act)
+    x = torch.cat([obs, act], -1)
+    for i in range(2):
+        h = torch.relu(x @ q.first.weight[i] + q.first.bias[i])
+        h = torch.relu(h @ q.layers[0].weight[i] + q.layers[0].bias[i])
+        assert torch.allclose(out[i], (h @ q.out.weight[i] + q.out.bias[i]).squeeze(-1), atol=1e-6)
+
+
+def test_polyak_update_is_an_exact_lerp():
+    target, online = [torch.zeros(3), torch.ones(2)], [torch.ones(3) * 4, torch.zeros(2)]
+    polyak_update(target, online, 0.25)
+    assert target[0].tolist() == [1.0, 1.0, 1.0] and target[1].tolist() == [0.75, 0.75]
+
+
+def test_replay_buffer_wraps_around_and_round_trips():
+    buf = ReplayBuffer(5, (1,), 1, torch.device("cpu"))
+    for start in (0, 3, 6):  # 9 rows into 5 slots
+        rows = torch.arange(start, start + 3, dtype=torch.float32)[:3 if start < 6 else 3]
+        buf.add(rows[:, None], rows[:, None], rows, rows[:, None] + 100, torch.zeros(3))
+    assert buf.size == 5 and buf.pos == 4
+    assert buf.obs[:, 0].tolist() == [5.0, 6.0, 7.0, 8.0, 4.0]  # 0-3 overwritten, oldest survivor is 4
+    copy = ReplayBuffer(5, (1,), 1, torch.device("cpu"))
+    copy.load_state_tensors(buf.state_tensors())
+    assert torch.equal(copy.obs, buf.obs) and copy.pos == buf.pos and copy.size == buf.size
+    assert set(buf.sample(64).obs[:, 0].tolist()) <= {4.0, 5.0, 6.0, 7.0, 8.0}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reset_rows_are_never_stored_and_truncations_keep_the_real_final_observation(backend):
+    env = make_vec_env("Pendulum-v1", 1, 0, backend)
+    cfg = SACConfig(learning_starts=10_000, log_every=450)  # random actions, no updates
+    agent = SAC(cfg, env.single_observation_space, env.single_action_space, 1, torch.device("cpu"))
+    learner = SACLearner(env, agent, 10_000)
+    learner.iterate(0)
+    buf = learner.buffer
+    # 450 env steps: two 200-step episodes, each followed by a reset row that must not be stored
+    assert buf.size == 448
+    assert not buf.terminated[: buf.size].any(), "time-limit ends are truncations: they bootstrap"
+    final = buf.next_obs[199]  # the 200th transition ends episode 1 at the time limit
+    assert torch.allclose(final[:2].norm(), torch.tensor(1.0), atol=1e-4)  # a real (cos, sin) state
+    assert not torch.equal(final, buf.obs[200]), "the next stored obs is episode 2's first"
+    assert torch.equal(buf.next_obs[198], buf.obs[199])  # consecutive within an episode
+    env.close()
+
+
+def test_sac_refuses_discrete_actions():
+    with pytest.raises(UsageError, match="SAC needs continuous"):
+        SAC(SACConfig(), gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
+
+
+def test_update_changes_weights_and_alpha_moves_toward_the_target_entropy():
+    torch.manual_seed(0)
+    obs_space, act_space = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2,), np.float32)
+    agent = SAC(SACConfig(batch_size=32, policy_delay=2), obs_space, act_space, 1, torch.device("cpu"))
+    buf = ReplayBuffer(100, (3,), 2, torch.device("cpu"))
+    buf.add(torch.randn(100, 3), torch.rand(100, 2) * 2 - 1, torch.randn(100), torch.randn(100, 3), torch.zeros(100))
+    actor_before = agent.actor.mean.weight.clone()
+    target_before = agent.critic_target.out.weight.clone()
+    first = agent.update(buf.sample(32))
+    assert torch.equal(agent.actor.mean.weight, actor_before), "policy_delay=2: no actor step on update 1"
+    agent.update(buf.sample(32))
+    assert not torch.equal(agent.actor.mean.weight, actor_before)
+    assert not torch.equal(agent.critic_target.out.weight, target_before)
+    assert torch.isfinite(first).all()
