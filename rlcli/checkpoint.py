@@ -2,7 +2,9 @@
 
 A run directory is portable: no pickles, nothing that depends on the machine that wrote it. The
 optimiser's state lives in ``optimizer.safetensors`` and the loop's position in ``meta.json``, so
-``--resume`` continues exactly where training stopped.
+``--resume`` continues with the same weights, optimiser, normalisation statistics, schedules and step
+count. Not carried over: the environments' mid-episode state and random generators (a resumed run
+starts fresh episodes, seeded from seed + step), and the reward scaler's per-env running return.
 """
 
 from __future__ import annotations
@@ -51,18 +53,26 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, (json.dumps(obj, indent=2) + "\n").encode())
 
 
-def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor], step: int | None = None) -> None:
+    """``step`` is stamped into the file's metadata, so a resume can tell files of one save apart."""
     flat = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    atomic_write(path, safetensors.torch.save(flat, metadata={"format": FORMAT}))
+    metadata = {"format": FORMAT, **({"step": str(step)} if step is not None else {})}
+    atomic_write(path, safetensors.torch.save(flat, metadata=metadata))
 
 
-def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of an rlcli safetensors file; with ``step``, the file must have been saved then."""
     if not path.is_file():
         raise CheckpointError(f"{path} is missing; is this an rlcli run directory?")
     try:
         with safetensors.safe_open(str(path), framework="pt") as f:
-            if (f.metadata() or {}).get("format") != FORMAT:
+            metadata = f.metadata() or {}
+            if metadata.get("format") != FORMAT:
                 raise CheckpointError(f"{path} is a safetensors file, but not an rlcli model")
+            if step is not None and metadata.get("step", str(step)) != str(step):
+                raise CheckpointError(
+                    f"{path} was saved at step {metadata['step']} but meta.json says {step}: the last save "
+                    "was interrupted; resume from a copy of the run made before, or start again")
             return {k: f.get_tensor(k) for k in f.keys()}
     except CheckpointError:
         raise
@@ -121,10 +131,12 @@ def git_commit() -> str | None:
 
 def save(run_dir: Path, cfg: RunConfig, model: dict[str, torch.Tensor],
          optimizer: dict[str, torch.Tensor] | None, meta: dict[str, Any]) -> None:
-    """Writes the whole checkpoint; each file is replaced atomically, config and meta last."""
-    save_tensors(run_dir / MODEL, model)
+    """Writes the whole checkpoint; each file is replaced atomically, meta last. The tensor files carry
+    ``meta["steps"]`` so that a save cut short between files is detected on resume."""
+    step = meta.get("steps")
+    save_tensors(run_dir / MODEL, model, step)
     if optimizer is not None:
-        save_tensors(run_dir / OPTIMIZER, optimizer)
+        save_tensors(run_dir / OPTIMIZER, optimizer, step)
     atomic_write(run_dir / CONFIG, dump_config(cfg).encode())
     write_json(run_dir / META, {**meta, "versions": environment_versions(), "git_commit": git_commit()})
 

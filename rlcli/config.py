@@ -76,6 +76,12 @@ class PPOConfig(Frozen):
         return self.n_envs * self.n_steps
 
     @model_validator(mode="after")
+    def _cnn_takes_raw_pixels(self) -> PPOConfig:
+        if self.network.trunk == "cnn" and self.normalize_obs:
+            raise ValueError("normalize_obs must be false with the cnn trunk, which scales pixels by 1/255")
+        return self
+
+    @model_validator(mode="after")
     def _minibatch_fits(self) -> PPOConfig:
         if self.minibatch_size > self.batch_size:
             raise ValueError(
@@ -95,7 +101,7 @@ class SACConfig(Frozen):
     learning_starts: Annotated[int, Field(ge=0)] = 5_000  # env steps of uniform random actions first
     batch_size: Annotated[int, Field(gt=0)] = 256
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    tau: Annotated[float, Field(gt=0, le=1)] = 0.005  # Polyak factor of the target critics
+    target_update_rate: Annotated[float, Field(gt=0, le=1)] = 0.005  # Polyak factor ("tau") of target critics
     actor_lr: Annotated[float, Field(gt=0)] = 3e-4
     critic_lr: Annotated[float, Field(gt=0)] = 3e-4
     alpha_lr: Annotated[float, Field(gt=0)] = 3e-4
@@ -162,6 +168,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path} as a YAML text file ({type(e).__name__})") from None
     except yaml.YAMLError as e:
         raise UsageError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
     if data is None:
@@ -205,6 +213,8 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         *parents, leaf = key.strip().split(".")
         for p in parents:
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"override '{pair}' nests under '{p}', which another -p set to a value")
         node[leaf] = value
     return out
 

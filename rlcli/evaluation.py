@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from rlcli.algos.ppo import PPO
+from rlcli.algos import Agent
 from rlcli.envs import VecEnv
 
 
@@ -31,7 +31,7 @@ class EvalResult(NamedTuple):
 
 
 @torch.no_grad()
-def evaluate(agent: PPO, env: VecEnv, episodes: int, deterministic: bool = True,
+def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = True,
              on_frame: Callable[[], None] | None = None) -> EvalResult:
     """Runs ``episodes`` full games (all lives), spread evenly over the envs so that short episodes
     are not over-represented; returns their unclipped returns and lengths in env steps."""

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from rlcli.algos.ppo import PPO
+from rlcli.algos.sac import ACTOR_METRICS as SAC_ACTOR_METRICS
 from rlcli.algos.sac import METRICS as SAC_METRICS
 from rlcli.algos.sac import SAC
 from rlcli.buffers import ReplayBuffer, RolloutBuffer
@@ -114,8 +115,9 @@ class RolloutCollector:
 
 
 class SACLearner:
-    """One SAC iteration: ``log_every`` env steps, each followed by ``utd_ratio`` gradient steps per
-    transition once ``learning_starts`` transitions are in. Before that, actions are uniform random."""
+    """One SAC iteration: ``log_every`` env steps, with ``utd_ratio`` gradient steps per transition
+    stored once the buffer holds more than ``learning_starts``; until then actions are uniform random
+    (so a resume without a saved buffer refills it before learning again)."""
 
     def __init__(self, env: VecEnv, agent: SAC, total_steps: int) -> None:
         cfg = agent.cfg
@@ -134,14 +136,14 @@ class SACLearner:
         """Returns (env steps taken, mean metrics of the gradient steps made)."""
         agent, cfg, env = self.agent, self.agent.cfg, self.env
         n = env.num_envs
-        sums = torch.zeros(len(SAC_METRICS), device=self.device)
+        sums = torch.zeros(len(SAC_METRICS) + 1, device=self.device)
         n_updates = 0
         taken = 0
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=self.device)
             if cfg.normalize_obs:
                 agent.obs_norm.rms.update(obs[torch.as_tensor(~self.prev_done, device=self.device)])
-            if step + taken < cfg.learning_starts:
+            if self.buffer.size < cfg.learning_starts:
                 actions = self.rng.uniform(self.low, self.high, (n, *self.low.shape)).astype(np.float32)
             else:
                 with torch.no_grad():
@@ -150,6 +152,7 @@ class SACLearner:
             real = ~self.prev_done  # a reset row's action was ignored: it is no transition
             self.episodes.add(result.raw_reward, real, result.game_over)
             rows = slice(None) if real.all() else np.flatnonzero(real)
+            stored = int(real.sum())
             dev = self.device
             self.buffer.add(obs[rows], torch.as_tensor(actions[rows], device=dev),
                             torch.as_tensor(result.reward[rows], device=dev),
@@ -158,16 +161,17 @@ class SACLearner:
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
             taken += n
-            if step + taken > cfg.learning_starts and self.buffer.size >= cfg.batch_size:
-                self.updates_owed += cfg.utd_ratio * n
+            if self.buffer.size > max(cfg.learning_starts, cfg.batch_size - 1):
+                self.updates_owed += cfg.utd_ratio * stored
                 while self.updates_owed >= 1.0:
                     sums += agent.update(self.buffer.sample(cfg.batch_size))
                     n_updates += 1
                     self.updates_owed -= 1.0
         metrics = {"charts/gradient_steps": float(n_updates)}
         if n_updates:
-            means = (sums / n_updates).tolist()
-            metrics.update(dict(zip(SAC_METRICS, means, strict=True)))
+            *totals, actor_steps = sums.tolist()
+            for i, (name, total) in enumerate(zip(SAC_METRICS, totals, strict=True)):
+                metrics[name] = total / (max(actor_steps, 1.0) if i in SAC_ACTOR_METRICS else n_updates)
         return taken, metrics
 
     def buffer_tensors(self) -> dict[str, torch.Tensor]:

@@ -21,6 +21,8 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
+        if batch.shape[0] == 0:
+            return  # e.g. every row was a reset row: nothing new was seen
         batch = batch.double()
         b_mean, b_var, b_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
         delta = b_mean - self.mean

@@ -109,13 +109,15 @@ def agent_from_run(run: checkpoint.LoadedRun, env: VecEnv, device: torch.device)
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
           wandb_project: str | None = None, resume: bool = False, save_buffer: bool = False) -> TrainState:
     """Trains until ``cfg.algo.steps`` env steps; returns the final state (with its evaluation).
-    ``save_buffer`` also checkpoints an off-policy replay buffer (and restores it on resume)."""
+    ``save_buffer`` also checkpoints an off-policy replay buffer; a resume restores it when the run
+    was saved with it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     meta: dict = {}
     if resume:
         meta = checkpoint.load(run_dir).meta
     start_step = int(meta.get("steps", 0))
+    save_buffer = save_buffer or bool(meta.get("save_buffer", False))
     seed_everything(cfg.seed + start_step)
     torch.set_num_threads(cfg.torch_threads)
 
@@ -123,10 +125,10 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
     eval_env = make_env(cfg, min(EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
     agent = build_agent(cfg, env, device)
     if resume:
-        agent.load_state_dict(checkpoint.load_tensors(run_dir / checkpoint.MODEL))
+        agent.load_state_dict(checkpoint.load_tensors(run_dir / checkpoint.MODEL, start_step))
         if (run_dir / checkpoint.OPTIMIZER).is_file():
             checkpoint.load_optimizer_tensors(
-                agent.optimizers(), checkpoint.load_tensors(run_dir / checkpoint.OPTIMIZER))
+                agent.optimizers(), checkpoint.load_tensors(run_dir / checkpoint.OPTIMIZER, start_step))
         agent.load_extra_state(meta.get("agent", {}))
 
     state = TrainState(run_dir=run_dir, step=start_step, total_steps=cfg.algo.steps,
@@ -142,14 +144,14 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
 
     def save(final: bool = False) -> None:
         if save_buffer:
-            checkpoint.save_tensors(run_dir / checkpoint.REPLAY, learner.buffer_tensors())
+            checkpoint.save_tensors(run_dir / checkpoint.REPLAY, learner.buffer_tensors(), state.step)
         checkpoint.save(run_dir, cfg, agent.state_dict(),
                         checkpoint.optimizer_tensors(agent.optimizers()), {
                             "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed,
                             "steps": state.step, "iterations": state.iteration,
                             "episodes": state.episodes, "agent": agent.extra_state(),
                             "best_eval": state.best_eval, "wall_time": prior_wall + state.wall_time,
-                            "finished": final, "backend": env.backend,
+                            "finished": final, "backend": env.backend, "save_buffer": save_buffer,
                             **({"wandb_id": meta["wandb_id"]} if "wandb_id" in meta else {})})
 
     last_eval_step = -1
@@ -170,7 +172,7 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
 
     learner = LEARNERS[cfg.algo.algo](env, agent, cfg.algo.steps)
     if resume and save_buffer and (run_dir / checkpoint.REPLAY).is_file():
-        learner.load_buffer_tensors(checkpoint.load_tensors(run_dir / checkpoint.REPLAY))
+        learner.load_buffer_tensors(checkpoint.load_tensors(run_dir / checkpoint.REPLAY, start_step))
     recent: deque[float] = deque(maxlen=100)
     next_eval = _next_multiple(state.step, cfg.eval.every)
     t0 = time.perf_counter()

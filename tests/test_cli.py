@@ -77,7 +77,9 @@ def test_resume_continues_the_step_count(run_dir, tmp_path):
     (["train", "CartPole-v1", "-p", "learning_rte=1"],
      "unknown hyperparameter 'learning_rte'; did you mean learning_rate"),
     (["train", "CartPole-v1", "-p", "gamma=2"], "invalid value for 'gamma'"),
-    (["train", "CartPole-v1", "--algo", "dqn"], "unknown algorithm 'dqn'"),
+    (["train", "CartPole-v1", "--algo", "dqn"], "'dqn' is not one of 'ppo', 'sac'"),
+    (["train", "CartPole-v1", "--steps", "many"], "Invalid value for '--steps'"),
+    (["eval"], "Missing argument"),
     (["train"], "missing ENV"),
     (["eval", "/no/such/run"], "no run directory or zoo agent named '/no/such/run'"),
 ])
@@ -134,12 +136,13 @@ def test_sac_train_eval_and_resume_with_replay_buffer(tmp_path):
         assert f.get_tensor("obs").shape == (600 - 2, 3)  # 3 episodes of 200 steps: 2 reset rows
     with safe_open(str(run / "optimizer.safetensors"), "pt") as f:
         assert {k.split(".")[0] for k in f.keys()} == {"actor", "critic", "alpha"}
-    assert json.loads((run / "meta.json").read_text())["agent"]["updates"] == 400
+    # UTD 1: one gradient step per transition stored after the 200 warm-up transitions
+    assert json.loads((run / "meta.json").read_text())["agent"]["updates"] == 598 - 200
 
-    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "800", "--save-buffer"])
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "800"])  # buffer: from meta
     assert result.exit_code == 0, result.output
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["steps"] == 800 and meta["agent"]["updates"] == 600  # learning went on, no new warm-up
+    assert meta["steps"] == 800 and meta["agent"]["updates"] == 398 + 200  # no second warm-up
     with safe_open(str(run / "replay.safetensors"), "pt") as f:
         assert f.get_tensor("obs").shape[0] == 598 + 200  # restored rows + a fresh 200-step episode
 
@@ -152,3 +155,32 @@ def test_sac_on_discrete_actions_is_one_line_exit_2():
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "error: SAC needs continuous (Box) actions; this environment's are Discrete(2). Use --algo ppo"]
+
+
+def test_resume_refuses_options_it_would_ignore(run_dir):
+    result = runner.invoke(app, ["train", "CartPole-v1", "--resume", str(run_dir), "-p", "gamma=0.9"])
+    assert result.exit_code == 2
+    assert "drop ENV, -p" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_an_interrupted_save_is_detected_on_resume(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "torn"
+    shutil.copytree(run_dir, copy)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["steps"] += 256  # as if meta.json were from a later save than model.safetensors
+    (copy / "meta.json").write_text(json.dumps(meta))
+    result = runner.invoke(app, ["train", "--resume", str(copy), "--steps", "4096"])
+    assert result.exit_code == 2 and "the last save was interrupted" in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-p", "network=1", "-p", "network.hidden=[4]"], "nests under 'network'"),
+    (["--config", "."], "cannot read . as a YAML text file"),
+    (["-p", "network.trunk=cnn"], "normalize_obs must be false with the cnn trunk"),
+])
+def test_more_bad_input(args, expected, tmp_path):
+    extra = ["-p", "normalize_obs=true"] if "cnn" in str(args) else []
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(tmp_path / "r"), *args, *extra])
+    assert result.exit_code == 2 and expected in result.output, result.output

@@ -15,6 +15,14 @@ def test_running_mean_std_matches_numpy_over_batches():
     assert np.allclose(rms.var.numpy(), data.var(0), atol=1e-4)
 
 
+def test_an_empty_batch_leaves_the_statistics_alone():
+    rms = RunningMeanStd((2,))
+    rms.update(torch.ones(3, 2))
+    before = rms.mean.clone(), rms.var.clone(), rms.count.clone()
+    rms.update(torch.zeros(0, 2))
+    assert all(torch.equal(a, b) for a, b in zip(before, (rms.mean, rms.var, rms.count), strict=True))
+
+
 def test_obs_normalizer_standardises_and_clips():
     norm = ObsNormalizer((2,), enabled=True, clip=5.0)
     obs = torch.tensor([[0.0, 100.0], [2.0, 100.0], [4.0, 100.0]])

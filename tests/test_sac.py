@@ -113,3 +113,15 @@ def test_update_changes_weights_and_alpha_moves_toward_the_target_entropy():
     assert not torch.equal(agent.actor.mean.weight, actor_before)
     assert not torch.equal(agent.critic_target.out.weight, target_before)
     assert torch.isfinite(first).all()
+    # the Polyak update must not record autograd history (it would grow without bound)
+    assert all(p.grad_fn is None and not p.requires_grad for p in agent.critic_target.parameters())
+
+
+def test_observation_normalisation_survives_reset_rows():
+    env = make_vec_env("Pendulum-v1", 1, 0, "gymnasium")
+    cfg = SACConfig(learning_starts=10_000, log_every=450, normalize_obs=True)
+    agent = SAC(cfg, env.single_observation_space, env.single_action_space, 1, torch.device("cpu"))
+    SACLearner(env, agent, 10_000).iterate(0)
+    assert torch.isfinite(agent.obs_norm.rms.mean).all() and torch.isfinite(agent.obs_norm.rms.var).all()
+    assert agent.obs_norm.rms.count.item() == pytest.approx(448, abs=1)  # reset rows are not observations
+    env.close()

@@ -22,11 +22,13 @@ from rlcli.nets import QEnsemble, SquashedGaussianActor
 from rlcli.normalization import ObsNormalizer
 
 METRICS = ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha", "charts/q_mean", "charts/entropy")
+ACTOR_METRICS = (1, 2, 5)  # indices that only change on actor updates (every policy_delay-th)
 
 
-def polyak_update(target: list[torch.Tensor], online: list[torch.Tensor], tau: float) -> None:
-    """target <- (1 - tau) * target + tau * online, in place."""
-    torch._foreach_lerp_(target, online, tau)
+@torch.no_grad()
+def polyak_update(target: list[torch.Tensor], online: list[torch.Tensor], rate: float) -> None:
+    """target <- (1 - rate) * target + rate * online, in place (no autograd history)."""
+    torch._foreach_lerp_(target, online, rate)
 
 
 class SAC(nn.Module):
@@ -52,6 +54,7 @@ class SAC(nn.Module):
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
         self.action_dim = act_dim
         self.updates = 0
+        self._zero, self._one = torch.zeros((), device=device), torch.ones((), device=device)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
         self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
@@ -98,7 +101,7 @@ class SAC(nn.Module):
 
     def update(self, batch: ReplayBatch) -> torch.Tensor:
         """One gradient step of the critics (and, every ``policy_delay`` steps, of the actor and alpha).
-        Returns the METRICS as one tensor, without synchronising with the device."""
+        Returns the METRICS and a 1/0 actor-step flag as one tensor, without synchronising with the device."""
         cfg = self.cfg
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
         critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
@@ -107,9 +110,9 @@ class SAC(nn.Module):
         self.critic_optimizer.step()
 
         self.updates += 1
-        zero = torch.zeros((), device=self.device)
-        actor_loss = alpha_loss = entropy = zero
-        if self.updates % cfg.policy_delay == 0:
+        actor_loss = alpha_loss = entropy = self._zero
+        actor_step = self.updates % cfg.policy_delay == 0
+        if actor_step:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
             actor_loss, log_probs = self._actor_loss(obs)
@@ -124,6 +127,6 @@ class SAC(nn.Module):
                 alpha_loss.backward()
                 self.alpha_optimizer.step()
         if self.updates % cfg.target_update_every == 0:
-            polyak_update(self._target_params, self._critic_params, cfg.tau)
+            polyak_update(self._target_params, self._critic_params, cfg.target_update_rate)
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(),
-                            self.log_alpha.detach().exp(), q_mean, entropy])
+                            self.log_alpha.detach().exp(), q_mean, entropy, self._one if actor_step else self._zero])

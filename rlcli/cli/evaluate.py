@@ -9,7 +9,7 @@ import typer
 
 from rlcli import checkpoint
 from rlcli.cli import app
-from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
+from rlcli.cli.options import Backend, Best, Deterministic, Episodes, Run, Seed
 from rlcli.evaluation import evaluate
 from rlcli.runs import resolve_run
 from rlcli.train import EVAL_ENVS, agent_from_run, make_env, resolve_device
@@ -23,11 +23,16 @@ def eval_command(
     best: Best = False,
     seed: Seed = 12345,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    backend: Annotated[Backend | None, typer.Option(
+        help="Env backend [default: the one the run was trained with].", show_default=False)] = None,
 ) -> None:
     import torch
 
     torch.set_num_threads(1)
     loaded = checkpoint.load(resolve_run(run), best=best)
+    if backend is not None:
+        cfg = loaded.cfg.model_copy(update={"env": loaded.cfg.env.model_copy(update={"backend": backend.value})})
+        loaded = loaded._replace(cfg=cfg)
     env = make_env(loaded.cfg, min(EVAL_ENVS, episodes), seed)
     agent = agent_from_run(loaded, env, resolve_device("cpu"))
     result = evaluate(agent, env, episodes, deterministic)

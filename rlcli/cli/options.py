@@ -8,6 +8,11 @@ from typing import Annotated
 import typer
 
 
+class Algo(str, Enum):
+    ppo = "ppo"
+    sac = "sac"
+
+
 class Backend(str, Enum):
     auto = "auto"
     envpool = "envpool"

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from rlcli import checkpoint
 from rlcli.cli import app
-from rlcli.cli.options import Backend, Device
+from rlcli.cli.options import Algo, Backend, Device
 from rlcli.config import EnvConfig, EvalConfig, deep_merge, load_run_config, parse_overrides
 from rlcli.errors import UsageError
 from rlcli.runs import default_run_dir
@@ -55,20 +55,24 @@ class ProgressDisplay:
 def train(
     env_id: Annotated[Optional[str], typer.Argument(metavar="ENV", help="Environment id.",
                                                     show_default=False)] = None,
-    algo: Annotated[str, typer.Option("--algo", "-a", help="Algorithm.")] = "ppo",
+    algo: Annotated[Optional[Algo], typer.Option("--algo", "-a", help="Algorithm [default: ppo].",
+                                                  show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Env steps (default: tuned).")] = None,
     n_envs: Annotated[Optional[int], typer.Option(min=1, help="Parallel envs (default: tuned).")] = None,
     params: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="Hyperparameter override key=value (repeatable), e.g. -p gamma=0.98.")] = None,
     config_file: Annotated[Optional[Path], typer.Option("--config", help="YAML of hyperparameters.")] = None,
-    device: Annotated[Device, typer.Option(help="Torch device.")] = Device.auto,
-    backend: Annotated[Backend, typer.Option(help="Env backend; auto takes envpool where it can.")] = Backend.auto,
+    device: Annotated[Optional[Device], typer.Option(help="Torch device [default: auto].",
+                                                     show_default=False)] = None,
+    backend: Annotated[Optional[Backend], typer.Option(
+        help="Env backend; auto takes envpool where it can [default: auto].", show_default=False)] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Where to write the run.")] = None,
     eval_every: Annotated[Optional[int], typer.Option(min=0, help="Env steps between evaluations.")] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
     stop_at: Annotated[Optional[float], typer.Option(help="Stop once an evaluation reaches this return.")] = None,
-    threads: Annotated[int, typer.Option(min=1, help="Torch threads.")] = 1,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Torch threads [default: 1].",
+                                                   show_default=False)] = None,
     env_module: Annotated[Optional[str], typer.Option(help="Module to import that registers env ids.")] = None,
     track: Annotated[bool, typer.Option(help="Log to Weights & Biases.")] = False,
     wandb_project: Annotated[str, typer.Option(help="W&B project for --track.")] = "rlcli",
@@ -77,8 +81,17 @@ def train(
         help="Also checkpoint the replay buffer (off-policy algorithms), and restore it on --resume.")] = False,
 ) -> None:
     console = Console(soft_wrap=True, highlight=False)
+    done = 0
     if resume is not None:
+        ignored = [name for name, value in (("ENV", env_id), ("--algo", algo), ("-p", params),
+                                            ("--config", config_file), ("--backend", backend),
+                                            ("--n-envs", n_envs), ("--env-module", env_module)) if value]
+        if ignored:
+            raise UsageError(f"--resume continues the run as configured in {resume / checkpoint.CONFIG}; "
+                             f"drop {', '.join(ignored)} (--steps, --device, --threads may change)")
         cfg = checkpoint.load_config(resume)
+        changes = {k: v for k, v in (("device", device and device.value), ("torch_threads", threads)) if v}
+        cfg = cfg.model_copy(update=changes)
         if steps is not None:
             cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
         directory = resume
@@ -91,26 +104,29 @@ def train(
         from rlcli.envs.registry import resolve_backend
 
         import_env_module(env_module)
-        resolve_backend(env_id, backend.value)  # unknown ids fail here, with close matches
+        backend_name = (backend or Backend.auto).value
+        resolve_backend(env_id, backend_name)  # unknown ids fail here, with close matches
         overrides = parse_overrides(params or [])
         overrides = deep_merge(overrides, {k: v for k, v in (("steps", steps), ("n_envs", n_envs))
                                            if v is not None})
-        every = eval_every if eval_every is not None else 0
+        algo_name = (algo or Algo.ppo).value
         cfg = load_run_config(
-            algo, EnvConfig(id=env_id, backend=backend.value, env_module=env_module),
+            algo_name, EnvConfig(id=env_id, backend=backend_name, env_module=env_module),
             env_group(env_id), config_file=config_file, overrides=overrides, seed=seed,
-            device=device.value, torch_threads=threads, stop_at=stop_at,
-            eval=EvalConfig(every=every or _default_eval_every(overrides, algo, env_id),
-                            episodes=eval_episodes))
+            device=(device or Device.auto).value, torch_threads=threads or 1, stop_at=stop_at,
+            eval=EvalConfig(every=0, episodes=eval_episodes))
+        # about 20 evaluations (and checkpoints) per run unless asked otherwise
+        every = eval_every if eval_every is not None else max(cfg.algo.steps // 20, 1)
+        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every": every})})
         check_env_fits(cfg)
-        directory = run_dir or default_run_dir(env_id, algo, seed)
+        directory = run_dir or default_run_dir(env_id, algo_name, seed)
         if (directory / checkpoint.CONFIG).exists():
             raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
                              " or choose another --run-dir")
         console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
                       f"({cfg.algo.n_envs} envs) -> {directory}")
 
-    display = ProgressDisplay(console, cfg.algo.steps, 0)
+    display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
     try:
         with display.progress:
@@ -127,12 +143,3 @@ def train(
         f"{time.perf_counter() - start:.1f} s.\nSaved to {directory}; "
         f"try: rlcli eval {directory}   rlcli play {directory} --video out.mp4")
 
-
-def _default_eval_every(overrides: dict, algo: str, env_id: str) -> int:
-    """About 20 evaluations per run."""
-    from rlcli.config import hyperparams_for
-    from rlcli.envs import env_group
-
-    steps = overrides.get("steps") or hyperparams_for(algo, env_id, env_group(env_id)).get(
-        "steps", 1_000_000)
-    return max(int(steps) // 20, 1)
