@@ -144,11 +144,12 @@ class RunConfig(Frozen):
     algo: Annotated[PPOConfig | SACConfig, Field(discriminator="algo")]
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # torch intra-op threads; 1 by default because the env backend already keeps the cores busy and
-    # a 2-thread pool on small matrices measured 20-100x slower on a 2-core machine
-    torch_threads: Annotated[int, Field(gt=0)] = 1
+    # torch intra-op threads; None chooses per algorithm (rlcli.train.choose_threads)
+    torch_threads: Annotated[int, Field(gt=0)] | None = None
     eval: EvalConfig = EvalConfig()
     stop_at: float | None = None  # stop once an evaluation reaches this mean return
+    # "module:function" called with the TrainState after each iteration; returns True to stop
+    stop_when: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,20 +49,38 @@ class EpisodeTracker:
         return out
 
 
-class PPOLearner:
-    """One PPO iteration: a rollout of ``n_envs * n_steps`` env steps, then the update epochs."""
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Runs the block with ``n`` torch intra-op threads (None: unchanged), then restores the count."""
+    before = torch.get_num_threads()
+    if n is not None and n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
-    def __init__(self, env: VecEnv, agent: PPO, total_steps: int) -> None:
+
+class PPOLearner:
+    """One PPO iteration: a rollout of ``n_envs * n_steps`` env steps, then the update epochs.
+    ``update_threads`` widens torch's thread pool for the update alone: while collecting, the env
+    backend's own threads need the cores."""
+
+    def __init__(self, env: VecEnv, agent: PPO, total_steps: int, update_threads: int | None = None) -> None:
         self.collector = RolloutCollector(env, agent)
         self.episodes = self.collector.episodes
         self.agent = agent
         self.total_steps = total_steps
+        self.update_threads = update_threads
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
         """Returns (env steps taken, metrics)."""
         cfg = self.agent.cfg
         batch = self.collector.collect().batch(cfg.gamma, cfg.gae_lambda)
-        return cfg.n_envs * cfg.n_steps, self.agent.update(batch, progress=step / self.total_steps)
+        with torch_threads(self.update_threads):
+            metrics = self.agent.update(batch, progress=step / self.total_steps)
+        return cfg.n_envs * cfg.n_steps, metrics
 
     def buffer_tensors(self) -> dict[str, torch.Tensor]:
         return {}  # on-policy: nothing outlives an iteration
@@ -119,7 +139,7 @@ class SACLearner:
     stored once the buffer holds more than ``learning_starts``; until then actions are uniform random
     (so a resume without a saved buffer refills it before learning again)."""
 
-    def __init__(self, env: VecEnv, agent: SAC, total_steps: int) -> None:
+    def __init__(self, env: VecEnv, agent: SAC, total_steps: int, update_threads: int | None = None) -> None:
         cfg = agent.cfg
         self.env, self.agent, self.device = env, agent, agent.device
         space = env.single_action_space

@@ -6,6 +6,7 @@ user's stop condition and (later) tuning's pruner all plug in here.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import deque
@@ -21,6 +22,7 @@ from rlcli.algos import ALGORITHMS, Agent
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv, import_env_module, make_vec_env
 from rlcli.evaluation import evaluate
+from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
 from rlcli.loops import PPOLearner, SACLearner
 
@@ -66,6 +68,25 @@ def resolve_device(name: str) -> torch.device:
 
         raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
     return torch.device(name)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def choose_threads(cfg: RunConfig) -> tuple[int, int]:
+    """(acting, updating) torch intra-op threads. An explicit ``torch_threads`` sets both; otherwise
+    SAC, which steps one env and is bound by its update, takes every core for both, and PPO acts with
+    one thread (the env backend's threads use the others) and updates with every core."""
+    if cfg.torch_threads is not None:
+        return cfg.torch_threads, cfg.torch_threads
+    cores = min(available_cores(), 16)
+    if cfg.algo.algo == "sac":
+        return cores, cores
+    return 1, cores
 
 
 def seed_everything(seed: int) -> None:
@@ -119,7 +140,8 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
     start_step = int(meta.get("steps", 0))
     save_buffer = save_buffer or bool(meta.get("save_buffer", False))
     seed_everything(cfg.seed + start_step)
-    torch.set_num_threads(cfg.torch_threads)
+    acting_threads, update_threads = choose_threads(cfg)
+    torch.set_num_threads(acting_threads)
 
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start_step)
     eval_env = make_env(cfg, min(EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
@@ -170,9 +192,11 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
                                     agent.state_dict())
         return {"eval/mean_return": result.mean, "eval/std_return": result.std}
 
-    learner = LEARNERS[cfg.algo.algo](env, agent, cfg.algo.steps)
+    learner = LEARNERS[cfg.algo.algo](env, agent, cfg.algo.steps, update_threads)
     if resume and save_buffer and (run_dir / checkpoint.REPLAY).is_file():
         learner.load_buffer_tensors(checkpoint.load_tensors(run_dir / checkpoint.REPLAY, start_step))
+    if cfg.stop_when:
+        callbacks = [*callbacks, load_stop_hook(cfg.stop_when)]
     recent: deque[float] = deque(maxlen=100)
     next_eval = _next_multiple(state.step, cfg.eval.every)
     t0 = time.perf_counter()

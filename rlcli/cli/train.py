@@ -15,6 +15,7 @@ from rlcli.cli import app
 from rlcli.cli.options import Algo, Backend, Device
 from rlcli.config import EnvConfig, EvalConfig, deep_merge, load_run_config, parse_overrides
 from rlcli.errors import UsageError
+from rlcli.hooks import load_stop_hook
 from rlcli.runs import default_run_dir
 from rlcli.train import TrainingInterrupted, TrainState, check_env_fits
 from rlcli.train import train as run_training
@@ -71,8 +72,11 @@ def train(
     eval_every: Annotated[Optional[int], typer.Option(min=0, help="Env steps between evaluations.")] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
     stop_at: Annotated[Optional[float], typer.Option(help="Stop once an evaluation reaches this return.")] = None,
-    threads: Annotated[Optional[int], typer.Option(min=1, help="Torch threads [default: 1].",
-                                                   show_default=False)] = None,
+    stop_when: Annotated[Optional[str], typer.Option(
+        metavar="MODULE:FUNCTION",
+        help="Stop when this function, given the training state after each iteration, returns True.")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        min=1, help="Torch threads [default: per algorithm, see README].", show_default=False)] = None,
     env_module: Annotated[Optional[str], typer.Option(help="Module to import that registers env ids.")] = None,
     track: Annotated[bool, typer.Option(help="Log to Weights & Biases.")] = False,
     wandb_project: Annotated[str, typer.Option(help="W&B project for --track.")] = "rlcli",
@@ -88,12 +92,16 @@ def train(
                                             ("--n-envs", n_envs), ("--env-module", env_module)) if value]
         if ignored:
             raise UsageError(f"--resume continues the run as configured in {resume / checkpoint.CONFIG}; "
-                             f"drop {', '.join(ignored)} (--steps, --device, --threads may change)")
+                             f"drop {', '.join(ignored)} (--steps, --device, --threads, --stop-at, "
+                             "--stop-when may change)")
         cfg = checkpoint.load_config(resume)
-        changes = {k: v for k, v in (("device", device and device.value), ("torch_threads", threads)) if v}
+        changes = {k: v for k, v in (("device", device and device.value), ("torch_threads", threads),
+                                     ("stop_at", stop_at), ("stop_when", stop_when)) if v is not None}
         cfg = cfg.model_copy(update=changes)
         if steps is not None:
             cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
+        if cfg.stop_when:
+            load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
         directory = resume
         done = int(checkpoint.load(resume).meta.get("steps", 0))
         console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
@@ -113,12 +121,14 @@ def train(
         cfg = load_run_config(
             algo_name, EnvConfig(id=env_id, backend=backend_name, env_module=env_module),
             env_group(env_id), config_file=config_file, overrides=overrides, seed=seed,
-            device=(device or Device.auto).value, torch_threads=threads or 1, stop_at=stop_at,
+            device=(device or Device.auto).value, torch_threads=threads, stop_at=stop_at, stop_when=stop_when,
             eval=EvalConfig(every=0, episodes=eval_episodes))
         # about 20 evaluations (and checkpoints) per run unless asked otherwise
         every = eval_every if eval_every is not None else max(cfg.algo.steps // 20, 1)
         cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every": every})})
         check_env_fits(cfg)
+        if cfg.stop_when:
+            load_stop_hook(cfg.stop_when)
         directory = run_dir or default_run_dir(env_id, algo_name, seed)
         if (directory / checkpoint.CONFIG).exists():
             raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
