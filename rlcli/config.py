@@ -146,6 +146,7 @@ class RunConfig(Frozen):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch intra-op threads; None chooses per algorithm (rlcli.train.choose_threads)
     torch_threads: Annotated[int, Field(gt=0)] | None = None
+    env_threads: Annotated[int, Field(gt=0)] | None = None  # envpool worker threads; None: envpool's default
     eval: EvalConfig = EvalConfig()
     stop_at: float | None = None  # stop once an evaluation reaches this mean return
     # "module:function" called with the TrainState after each iteration; returns True to stop

@@ -103,7 +103,7 @@ def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> Agent:
 def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None) -> VecEnv:
     import_env_module(cfg.env.env_module)
     return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.algo.env_kwargs),
-                        render_mode=render_mode)
+                        render_mode=render_mode, threads=cfg.env_threads)
 
 
 def check_env_fits(cfg: RunConfig) -> None:

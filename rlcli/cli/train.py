@@ -56,7 +56,7 @@ class ProgressDisplay:
 def train(
     env_id: Annotated[Optional[str], typer.Argument(metavar="ENV", help="Environment id.",
                                                     show_default=False)] = None,
-    algo: Annotated[Optional[Algo], typer.Option("--algo", "-a", help="Algorithm [default: ppo].",
+    algo: Annotated[Optional[Algo], typer.Option("--algo", "-a", help="Algorithm \\[default: ppo].",
                                                   show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Env steps (default: tuned).")] = None,
@@ -64,10 +64,10 @@ def train(
     params: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="Hyperparameter override key=value (repeatable), e.g. -p gamma=0.98.")] = None,
     config_file: Annotated[Optional[Path], typer.Option("--config", help="YAML of hyperparameters.")] = None,
-    device: Annotated[Optional[Device], typer.Option(help="Torch device [default: auto].",
+    device: Annotated[Optional[Device], typer.Option(help="Torch device \\[default: auto].",
                                                      show_default=False)] = None,
     backend: Annotated[Optional[Backend], typer.Option(
-        help="Env backend; auto takes envpool where it can [default: auto].", show_default=False)] = None,
+        help="Env backend; auto takes envpool where it can \\[default: auto].", show_default=False)] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Where to write the run.")] = None,
     eval_every: Annotated[Optional[int], typer.Option(min=0, help="Env steps between evaluations.")] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
@@ -76,7 +76,9 @@ def train(
         metavar="MODULE:FUNCTION",
         help="Stop when this function, given the training state after each iteration, returns True.")] = None,
     threads: Annotated[Optional[int], typer.Option(
-        min=1, help="Torch threads [default: per algorithm, see README].", show_default=False)] = None,
+        min=1, help="Torch threads \\[default: per algorithm, see README].", show_default=False)] = None,
+    env_threads: Annotated[Optional[int], typer.Option(
+        min=1, help="envpool worker threads \\[default: one per env, up to the cores].", show_default=False)] = None,
     env_module: Annotated[Optional[str], typer.Option(help="Module to import that registers env ids.")] = None,
     track: Annotated[bool, typer.Option(help="Log to Weights & Biases.")] = False,
     wandb_project: Annotated[str, typer.Option(help="W&B project for --track.")] = "rlcli",
@@ -92,11 +94,12 @@ def train(
                                             ("--n-envs", n_envs), ("--env-module", env_module)) if value]
         if ignored:
             raise UsageError(f"--resume continues the run as configured in {resume / checkpoint.CONFIG}; "
-                             f"drop {', '.join(ignored)} (--steps, --device, --threads, --stop-at, "
-                             "--stop-when may change)")
+                             f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
+                             "--stop-at, --stop-when may change)")
         cfg = checkpoint.load_config(resume)
         changes = {k: v for k, v in (("device", device and device.value), ("torch_threads", threads),
-                                     ("stop_at", stop_at), ("stop_when", stop_when)) if v is not None}
+                                     ("env_threads", env_threads), ("stop_at", stop_at),
+                                     ("stop_when", stop_when)) if v is not None}
         cfg = cfg.model_copy(update=changes)
         if steps is not None:
             cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
@@ -121,7 +124,8 @@ def train(
         cfg = load_run_config(
             algo_name, EnvConfig(id=env_id, backend=backend_name, env_module=env_module),
             env_group(env_id), config_file=config_file, overrides=overrides, seed=seed,
-            device=(device or Device.auto).value, torch_threads=threads, stop_at=stop_at, stop_when=stop_when,
+            device=(device or Device.auto).value, torch_threads=threads, env_threads=env_threads,
+            stop_at=stop_at, stop_when=stop_when,
             eval=EvalConfig(every=0, episodes=eval_episodes))
         # about 20 evaluations (and checkpoints) per run unless asked otherwise
         every = eval_every if eval_every is not None else max(cfg.algo.steps // 20, 1)

@@ -17,15 +17,18 @@ __all__ = ["StepResult", "VecEnv", "env_group", "import_env_module", "make_vec_e
 
 
 def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
-                 kwargs: dict[str, Any] | None = None, render_mode: str | None = None) -> VecEnv:
+                 kwargs: dict[str, Any] | None = None, render_mode: str | None = None,
+                 threads: int | None = None) -> VecEnv:
     """``num_envs`` copies of ``env_id`` on the chosen backend (``auto``: envpool where it has the
-    task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``."""
+    task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``.
+    ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores)."""
     chosen = "gymnasium" if render_mode else resolve_backend(env_id, backend)
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
         from rlcli.envs.envpool_backend import EnvpoolVecEnv
 
-        return EnvpoolVecEnv(envpool_name(env_id), num_envs, seed, atari, kwargs)  # type: ignore[arg-type]
+        return EnvpoolVecEnv(envpool_name(env_id), num_envs, seed, atari, kwargs,
+                             num_threads=threads or 0)  # type: ignore[arg-type]
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 
     gym_id = gymnasium_name(env_id)
