@@ -26,7 +26,7 @@ def resolve_run(name: str) -> Path:
     candidate = zoo_dir() / zoo_name.replace("/", "_")
     if candidate.is_dir():
         return candidate
-    agents = sorted(p.name for p in zoo_dir().glob("*") if p.is_dir()) if zoo_dir().is_dir() else []
+    agents = sorted(p.name for p in zoo_dir().glob("*") if (p / "config.yaml").is_file()) if zoo_dir().is_dir() else []
     where = f"; zoo agents: {', '.join(agents)}" if agents else ""
     raise UsageError(f"no run directory or zoo agent named '{name}'{where}")
 

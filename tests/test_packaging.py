@@ -19,3 +19,6 @@ def test_wheel_ships_hyperparameter_files(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("rlcli/hyperparams/")}
     assert shipped == {p.name for p in (ROOT / "hyperparams").glob("*.yml")}
+    data = {Path(n).name for n in names if n.startswith("rlcli/data/")}  # suites and reference scores
+    assert data == {p.name for p in (ROOT / "rlcli" / "data").iterdir() if p.is_file()}
+    assert "rlcli/benchmark/__init__.py" in names

@@ -1,0 +1,457 @@
+"""Executing a benchmark's runs: each one a separate ``rlcli train`` process, locally or as a Ray task.
+
+Every run has its own directory ``BENCH/runs/ENV__ALGO__sSEED``: the usual run directory of ``rlcli
+train``, plus ``train.log`` (the process's output, every attempt) and ``benchmark-run.json`` (what was
+run, how it ended, the last line of its error). Re-running a benchmark keeps finished runs, resumes the
+ones with a checkpoint and starts the others again; a run that fails does not stop the others.
+
+Workers are limited to ``threads`` torch/OpenMP/BLAS threads each so that they do not fight over
+cores. On Ray, a task declares ``num_cpus=threads`` (and ``num_gpus``) and trains in a temporary
+directory on whichever node runs it; the run directory travels to the task (to resume) and back (to be
+gathered under ``BENCH/runs``) as a tar archive, so the cluster needs no shared filesystem.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from rlcli import checkpoint
+from rlcli.benchmark.plan import BenchmarkPlan, RunSpec, TrainOptions
+from rlcli.config import Frozen
+from rlcli.errors import UsageError
+
+LOG, RECORD, PLAN, LOCK = "train.log", "benchmark-run.json", "benchmark.json", ".lock"
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+Status = Literal["pending", "running", "finished", "failed", "interrupted"]
+Action = Literal["done", "resume", "new"]
+
+
+class RunRecord(Frozen):
+    """``benchmark-run.json``: a run's identity and how its last attempt ended."""
+
+    algo: str
+    env_id: str
+    seed: int
+    steps: int  # budget in env steps
+    status: Status = "pending"
+    attempts: int = 0
+    returncode: int | None = None
+    error: str | None = None  # the last line the failed process wrote
+    process_s: float = 0.0  # wall-clock seconds of every attempt, process start-up included
+    where: Literal["local", "ray"] = "local"
+    pid: int | None = None  # the local training process while it runs
+    command: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, run: RunSpec) -> RunRecord:
+        return cls(algo=run.algo, env_id=run.env_id, seed=run.seed, steps=run.steps)
+
+
+class RunStatus(NamedTuple):
+    """What executing ``run`` will do: keep it (``done``), ``resume`` it from ``step``, or start it (``new``)."""
+
+    run: RunSpec
+    action: Action
+    step: int = 0
+
+
+class BenchmarkInterrupted(Exception):
+    """Ctrl-C during a benchmark; running runs were stopped with a checkpoint where they could save one."""
+
+    def __init__(self, records: list[RunRecord]) -> None:
+        super().__init__("benchmark interrupted")
+        self.records = records
+
+
+OnFinish = Callable[[RunSpec, RunRecord], None]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Run directories
+
+
+def read_record(run_dir: Path) -> RunRecord | None:
+    path = run_dir / RECORD
+    if not path.is_file():
+        return None
+    try:
+        return RunRecord.model_validate_json(path.read_text())
+    except ValueError:
+        return None
+
+
+def write_record(run_dir: Path, record: RunRecord) -> None:
+    checkpoint.write_json(run_dir / RECORD, record.model_dump(mode="json"))
+
+
+def read_meta(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / checkpoint.META).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return all((run_dir / name).is_file() for name in (checkpoint.CONFIG, checkpoint.MODEL, checkpoint.META))
+
+
+def run_statuses(plan: BenchmarkPlan) -> list[RunStatus]:
+    """What executing the plan does with each run, given what its directory already holds. A run
+    directory trained for another budget is a UsageError (the budget is part of what a result means)."""
+    statuses = []
+    for run in plan.runs:
+        run_dir = plan.run_dir(run)
+        record = read_record(run_dir)
+        if record is not None and record.status == "running" and _still_training(record.pid, run_dir):
+            raise UsageError(f"{run_dir} is still being trained by process {record.pid} (left running by a "
+                             "benchmark that was killed); wait for it to end, or stop it, then run again")
+        if record is not None and record.steps != run.steps:
+            raise UsageError(f"{run_dir} holds a run with a budget of {record.steps:,} steps, not {run.steps:,}; "
+                             "choose another --out for a different budget")
+        if has_checkpoint(run_dir):
+            meta = read_meta(run_dir)
+            statuses.append(RunStatus(run, "done" if meta.get("finished") else "resume", int(meta.get("steps", 0))))
+        else:
+            statuses.append(RunStatus(run, "new"))
+    return statuses
+
+
+def _still_training(pid: int | None, run_dir: Path) -> bool:
+    """Whether process ``pid`` is alive and (where /proc tells) an ``rlcli train`` of ``run_dir``."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return True
+    return "rlcli" in command_line and run_dir.name in command_line
+
+
+def _clear(run_dir: Path) -> None:
+    """Empty a run directory for a fresh start, keeping its log and record."""
+    if not run_dir.is_dir():
+        return
+    for path in run_dir.iterdir():
+        if path.name in (LOG, RECORD):
+            continue
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
+def train_command(run: RunSpec, options: TrainOptions, run_dir: Path, resume: bool) -> list[str]:
+    """The ``rlcli train`` command line of one run (``resume``: continue the checkpoint in ``run_dir``)."""
+    command = [sys.executable, "-m", "rlcli", "train"]
+    common = ["--steps", str(run.steps), "--threads", str(options.threads), "--env-threads", str(options.threads),
+              "--device", options.device]
+    if resume:
+        return [*command, "--resume", str(run_dir), *common]
+    command += [run.env_id, "--algo", run.algo, "--seed", str(run.seed), "--run-dir", str(run_dir), *common,
+                "--backend", options.backend, "--eval-episodes", str(options.eval_episodes)]
+    if options.eval_every is not None:
+        command += ["--eval-every", str(options.eval_every)]
+    if options.env_module:
+        command += ["--env-module", options.env_module]
+    for param in options.params:
+        command += ["-p", param]
+    return command
+
+
+def child_environment(threads: int) -> dict[str, str]:
+    """This process's environment with thread pools capped at ``threads`` and unbuffered output."""
+    env = dict(os.environ)
+    env.update({name: str(threads) for name in THREAD_VARIABLES})
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def last_line(output: str) -> str | None:
+    """The last non-blank line of a process's output (a traceback's exception, or rlcli's ``error:``)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else None
+
+
+def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, seconds: float,
+           stopping: bool) -> RunRecord:
+    meta = read_meta(run_dir)
+    if returncode == 0 and meta.get("finished"):
+        status: Status = "finished"
+        error = None
+    elif stopping and returncode in (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
+        status, error = "interrupted", "interrupted"
+    else:
+        status = "failed"
+        error = last_line(output) if returncode >= 0 else f"killed by signal {-returncode}"
+        error = error or f"exit code {returncode}"
+    record = record.model_copy(update={"status": status, "returncode": returncode, "error": error, "pid": None,
+                                       "process_s": record.process_s + seconds})
+    write_record(run_dir, record)
+    return record
+
+
+def _started(run_dir: Path, run: RunSpec, command: Sequence[str], where: Literal["local", "ray"]) -> RunRecord:
+    previous = read_record(run_dir) or RunRecord.of(run)
+    record = previous.model_copy(update={"status": "running", "attempts": previous.attempts + 1,
+                                         "returncode": None, "error": None, "where": where,
+                                         "command": tuple(command)})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_record(run_dir, record)
+    return record
+
+
+def _log_header(record: RunRecord, command: Sequence[str]) -> bytes:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return f"\n=== {stamp} attempt {record.attempts} ({record.where}): {' '.join(command)}\n".encode()
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One benchmark process per directory at a time."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK, "w") as handle:
+        try:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover  (not POSIX)
+            pass
+        except OSError:
+            raise UsageError(f"another rlcli benchmark is running in {directory}") from None
+        yield
+
+
+# ---------------------------------------------------------------------------------------------------
+# Executing
+
+
+def execute(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, gpus_per_run: float = 0.0,
+            on_finish: OnFinish | None = None) -> list[RunRecord]:
+    """Runs every run of ``plan`` that is not finished yet, ``workers`` at a time (or on the Ray cluster at
+    ``ray_address``); returns one record per run of the plan, in its order. ``on_finish`` is called in
+    this thread as each run ends. Raises BenchmarkInterrupted on Ctrl-C, after the running runs saved."""
+    if workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {workers}")
+    with _locked(plan.directory):
+        statuses = run_statuses(plan)
+        checkpoint.write_json(plan.directory / PLAN, plan.model_dump(mode="json"))
+        todo = [s for s in statuses if s.action != "done"]
+        if ray_address is not None:
+            ended = _execute_on_ray(plan, todo, ray_address, gpus_per_run, on_finish)
+        else:
+            ended = _execute_locally(plan, todo, workers, on_finish)
+    kept = [(read_record(plan.run_dir(s.run)) or RunRecord.of(s.run)).model_copy(update={"status": "finished"})
+            if s.action == "done" else None for s in statuses]
+    return [ended.get(s.run) or k or RunRecord.of(s.run) for s, k in zip(statuses, kept, strict=True)]
+
+
+def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int,
+                     on_finish: OnFinish | None) -> dict[RunSpec, RunRecord]:
+    stop = threading.Event()
+    lock = threading.Lock()
+    live: set[subprocess.Popen] = set()
+    ended: dict[RunSpec, RunRecord] = {}
+
+    def one(status: RunStatus) -> RunRecord | None:
+        try:
+            return attempt(status)
+        except Exception as e:  # an OSError starting the process, a full disk: this run fails, not all
+            run_dir = plan.run_dir(status.run)
+            record = (read_record(run_dir) or RunRecord.of(status.run)).model_copy(
+                update={"status": "failed", "error": f"{type(e).__name__}: {e}"})
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_record(run_dir, record)
+            return record
+
+    def attempt(status: RunStatus) -> RunRecord | None:
+        run, run_dir = status.run, plan.run_dir(status.run)
+        resume = status.action == "resume"
+        command = train_command(run, plan.options, run_dir, resume)
+        with lock:
+            if stop.is_set():
+                return None
+            if not resume:
+                _clear(run_dir)
+            record = _started(run_dir, run, command, "local")
+            log = open(run_dir / LOG, "ab")  # closed below, once the process has ended
+            try:
+                log.write(_log_header(record, command))
+                log.flush()
+                offset = log.tell()
+                start = time.monotonic()
+                # its own session: a Ctrl-C at the terminal reaches this process, which passes one SIGINT on
+                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=child_environment(plan.options.threads), start_new_session=True)
+            except BaseException:
+                log.close()
+                raise
+            live.add(proc)
+            record = record.model_copy(update={"pid": proc.pid})
+            write_record(run_dir, record)
+        try:
+            returncode = proc.wait()
+        finally:
+            log.close()
+            with lock:
+                live.discard(proc)
+        with open(run_dir / LOG, "rb") as f:
+            f.seek(offset)
+            output = f.read().decode(errors="replace")
+        return _ended(run_dir, record, returncode, output, time.monotonic() - start, stop.is_set())
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcli-benchmark")
+    with _signals_stop_the_benchmark():
+        futures = {pool.submit(one, status): status.run for status in todo}
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                if record is not None:
+                    ended[futures[future]] = record
+                    if on_finish:
+                        on_finish(futures[future], record)
+        except KeyboardInterrupt:
+            with lock:
+                stop.set()
+                for proc in live:  # each saves a checkpoint and exits 130, as at a Ctrl-C of its own
+                    proc.send_signal(signal.SIGINT)
+            pool.shutdown(wait=True, cancel_futures=True)
+            for future, run in futures.items():
+                if future.done() and not future.cancelled() and future.exception() is None and future.result():
+                    ended[run] = future.result()
+            raise BenchmarkInterrupted(list(ended.values())) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return ended
+
+
+@contextmanager
+def _signals_stop_the_benchmark() -> Iterator[None]:
+    """SIGTERM stops the benchmark as Ctrl-C does (its runs save and stop) instead of leaving their processes
+    training on their own. SIGINT, where it was ignored (a job started with ``&`` from a script), is
+    handled again: the runs inherit its disposition and must be able to receive the SIGINT that stops
+    them with a checkpoint. Only the main thread may set signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous_term = signal.signal(signal.SIGTERM, interrupt)
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Ray
+
+
+def pack(run_dir: Path) -> bytes:
+    """A run directory (without the benchmark's log and record) as gzipped tar bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(run_dir.iterdir()):
+            if path.name not in (LOG, RECORD):
+                tar.add(path, arcname=path.name)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(run_dir, **safe)  # type: ignore[arg-type]
+
+
+class RemoteResult(NamedTuple):
+    returncode: int
+    output: str
+    archive: bytes | None  # the run directory after training
+    seconds: float
+
+
+def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: bytes | None) -> RemoteResult:
+    """The body of a Ray task: train (or resume from ``archive``) in a temporary directory on this node
+    and return the process's output and the run directory."""
+    with tempfile.TemporaryDirectory(prefix="rlcli-benchmark-") as tmp:
+        run_dir = Path(tmp) / run.name
+        if archive is not None:
+            unpack(archive, run_dir)
+        command = train_command(run, options, run_dir, resume=archive is not None)
+        start = time.monotonic()
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=child_environment(options.threads))
+        seconds = time.monotonic() - start
+        return RemoteResult(proc.returncode, proc.stdout.decode(errors="replace"),
+                            pack(run_dir) if run_dir.is_dir() else None, seconds)
+
+
+def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gpus_per_run: float,
+                    on_finish: OnFinish | None) -> dict[RunSpec, RunRecord]:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'rlcli[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+    task = ray.remote(train_in_temporary_directory).options(
+        num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
+    pending = {}
+    for status in todo:
+        run, run_dir = status.run, plan.run_dir(status.run)
+        resume = status.action == "resume"
+        if not resume:
+            _clear(run_dir)
+        archive = pack(run_dir) if resume else None
+        command = train_command(run, plan.options, run_dir, resume)
+        record = _started(run_dir, run, command, "ray")
+        pending[task.remote(run, plan.options, archive)] = (run, record, command)
+    ended: dict[RunSpec, RunRecord] = {}
+    try:
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            run, record, command = pending.pop(ref)
+            run_dir = plan.run_dir(run)
+            try:
+                result: RemoteResult = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                result = RemoteResult(1, f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}", None, 0.0)
+            with open(run_dir / LOG, "ab") as log:
+                log.write(_log_header(record, command) + result.output.encode())
+            if result.archive is not None:
+                _clear(run_dir)
+                unpack(result.archive, run_dir)
+            ended[run] = _ended(run_dir, record, result.returncode, result.output, result.seconds, False)
+            if on_finish:
+                on_finish(run, ended[run])
+    except KeyboardInterrupt:
+        for ref, (run, record, _) in pending.items():
+            ray.cancel(ref, force=True)
+            ended[run] = record.model_copy(update={"status": "interrupted", "error": "interrupted"})
+            write_record(plan.run_dir(run), ended[run])
+        raise BenchmarkInterrupted(list(ended.values())) from None
+    return ended

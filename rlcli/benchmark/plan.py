@@ -1,0 +1,184 @@
+"""What a benchmark runs: suites, the algorithm x env x seed grid, each run's budget and directory.
+
+Planning validates everything it can before any run starts (env ids, suite names, ``-p`` overrides,
+whether each algorithm can act in each env), so that a typo is one line and exit code 2, not a grid of
+failed runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from rlcli.benchmark.scores import data_dir
+from rlcli.config import EnvConfig, Frozen, deep_merge, load_run_config, parse_overrides
+from rlcli.errors import UsageError
+
+RUNS_DIR = "runs"
+DEFAULT_ROOT = Path("benchmarks")
+RUN_MEMORY_GIB = 2.0  # what one run is assumed to need when choosing the default number of workers
+
+
+class Suite(Frozen):
+    """A named set of env ids (``rlcli/data/suites.yml``)."""
+
+    description: str = ""
+    envs: tuple[str, ...]
+
+
+class TrainOptions(Frozen):
+    """What every run of a benchmark passes to ``rlcli train``."""
+
+    params: tuple[str, ...] = ()  # -p key=value overrides, in order
+    backend: Literal["auto", "envpool", "gymnasium"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Annotated[int, Field(gt=0)] = 1  # torch (and OpenMP/BLAS) threads per run
+    env_module: str | None = None
+    eval_episodes: Annotated[int, Field(gt=0)] = 10
+    eval_every: Annotated[int, Field(ge=0)] | None = None  # env steps; None: train's default (budget / 20)
+
+
+class RunSpec(Frozen):
+    """One run of the grid. ``steps`` is its budget in env steps."""
+
+    algo: str
+    env_id: str
+    seed: int
+    steps: Annotated[int, Field(gt=0)]
+
+    @property
+    def name(self) -> str:
+        """Directory name under ``runs/``: ``ENV__ALGO__sSEED`` with the id made path-safe."""
+        return f"{safe_name(self.env_id)}__{self.algo}__s{self.seed}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.algo} {self.env_id} seed {self.seed}"
+
+
+class BenchmarkPlan(Frozen):
+    directory: Path
+    runs: tuple[RunSpec, ...]
+    options: TrainOptions
+    skipped: tuple[str, ...] = ()  # "sac on CartPole-v1: ..." for pairs an algorithm cannot act in
+
+    def run_dir(self, run: RunSpec) -> Path:
+        return self.directory / RUNS_DIR / run.name
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def load_suites() -> dict[str, Suite]:
+    """The suites shipped in ``rlcli/data/suites.yml``, by name."""
+    raw = yaml.safe_load((data_dir() / "suites.yml").read_text()) or {}
+    try:
+        return {name: Suite.model_validate(body) for name, body in raw.items()}
+    except ValidationError as e:  # a broken data file is a bug, not the user's input
+        raise RuntimeError(f"rlcli/data/suites.yml: {e}") from None
+
+
+def expand_envs(tokens: list[str], backend: str = "auto") -> list[str]:
+    """Env ids for ``--envs`` tokens, each a suite name or an env id, in order, without repeats.
+    An unknown token is a UsageError naming close suites or env ids."""
+    from rlcli.envs.registry import resolve_backend
+
+    suites = load_suites()
+    envs: list[str] = []
+    for token in tokens:
+        if token in suites:
+            envs.extend(suites[token].envs)
+            continue
+        try:
+            resolve_backend(token, backend)
+        except UsageError as e:
+            close = difflib.get_close_matches(token, list(suites), n=1, cutoff=0.6)
+            if close:
+                raise UsageError(f"unknown suite or environment '{token}'; did you mean {close[0]}?") from None
+            raise UsageError(f"{e} (suites: {', '.join(suites)})") from None
+        envs.append(token)
+    return list(dict.fromkeys(envs))
+
+
+def _incompatible(algos: list[str], env_id: str, backend: str) -> dict[str, str]:
+    """{algo: reason} for the algorithms that cannot act in ``env_id``'s spaces."""
+    from rlcli.algos import ALGORITHMS
+    from rlcli.envs import make_vec_env
+
+    env = make_vec_env(env_id, 1, 0, backend)
+    try:
+        reasons = {}
+        for algo in algos:
+            try:
+                ALGORITHMS[algo].check_spaces(env.single_observation_space, env.single_action_space)
+            except UsageError as e:
+                reasons[algo] = str(e).split(". ")[0]
+        return reasons
+    finally:
+        env.close()
+
+
+def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], options: TrainOptions,
+                   steps: int | None = None, directory: Path | None = None) -> BenchmarkPlan:
+    """The grid algos x envs x seeds, each run with its budget (``steps``, else the tuned one in
+    ``hyperparams/{algo}.yml``), checked before anything runs."""
+    from rlcli.envs import env_group, import_env_module
+
+    if not env_tokens:
+        raise UsageError("missing --envs: give env ids or suites (e.g. --envs classic CartPole-v1)")
+    if not seeds:
+        raise UsageError("--seeds needs at least one seed")
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps must be at least 1, got {steps}")
+    algos = list(dict.fromkeys(algos))
+    seeds = list(dict.fromkeys(seeds))
+    import_env_module(options.env_module)
+    envs = expand_envs(env_tokens, options.backend)
+    overrides = parse_overrides(list(options.params))
+    if steps is not None:
+        overrides = deep_merge(overrides, {"steps": steps})
+    runs: list[RunSpec] = []
+    skipped: list[str] = []
+    for env_id in envs:
+        reasons = _incompatible(algos, env_id, options.backend)
+        skipped.extend(f"{algo} on {env_id}: {reason}" for algo, reason in reasons.items())
+        for algo in algos:
+            if algo in reasons:
+                continue
+            cfg = load_run_config(algo, EnvConfig(id=env_id, backend=options.backend, env_module=options.env_module),
+                                  env_group(env_id), overrides=overrides)
+            runs.extend(RunSpec(algo=algo, env_id=env_id, seed=seed, steps=cfg.algo.steps) for seed in seeds)
+    if not runs:
+        raise UsageError("nothing to run: " + "; ".join(skipped))
+    runs.sort(key=lambda r: (algos.index(r.algo), envs.index(r.env_id), seeds.index(r.seed)))
+    return BenchmarkPlan(directory=directory or default_directory(algos, env_tokens, steps), runs=tuple(runs),
+                         options=options, skipped=tuple(skipped))
+
+
+def default_directory(algos: list[str], env_tokens: list[str], steps: int | None) -> Path:
+    """``benchmarks/ALGOS__ENVS__STEPS``: the same command always finds the same directory (and so
+    resumes); seeds are left out so that more seeds can be added to a benchmark later."""
+    name = f"{'+'.join(algos)}__{'+'.join(safe_name(t) for t in env_tokens)}__{steps or 'tuned'}"
+    if len(name) > 100:
+        name = f"{'+'.join(algos)}__{hashlib.sha1(name.encode()).hexdigest()[:10]}__{steps or 'tuned'}"
+    return DEFAULT_ROOT / name
+
+
+def default_workers(threads: int) -> int:
+    """Runs at once that this machine can hold: cores / threads per run, and at most one run per
+    ``RUN_MEMORY_GIB`` of memory; at least 1."""
+    from rlcli.train import available_cores
+
+    try:
+        memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        memory_gib = RUN_MEMORY_GIB
+    return max(1, min(available_cores() // threads, int(memory_gib // RUN_MEMORY_GIB)))

@@ -1,0 +1,120 @@
+"""Reference numbers shipped as data: published scores to compare against, and the random and reference
+returns that normalise scores for aggregate metrics. Each number carries its source.
+
+``rlcli/data/published_scores.csv``: final returns other libraries publish (source, algo, env name
+without version, the env version they used, budget in env steps, mean, std, seeds, where).
+``rlcli/data/normalization.csv``: per env id, the return of a uniform random policy and a reference
+return (human for Atari, a published or defined level elsewhere), each with its source.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+
+ATARI_PREFIX = "ALE/"
+
+
+class Published(NamedTuple):
+    """A published final return for an algorithm on an environment at a budget."""
+
+    source: str
+    algo: str
+    env: str  # name without version, e.g. "Hopper"
+    env_version: str  # the version the source used, e.g. "v4" or "v5-envpool"
+    steps: int
+    mean: float
+    std: float | None
+    seeds: int | None
+    where: str
+
+
+class Normalization(NamedTuple):
+    """Scores normalise as ``(score - random) / (reference - random)``."""
+
+    env_id: str
+    random: float
+    reference: float
+    reference_kind: str  # "human", "published", "threshold", "maximum"
+    random_source: str
+    reference_source: str
+
+
+def data_dir() -> Path:
+    """The shipped data files (works from a checkout and from a wheel)."""
+    return Path(str(resources.files("rlcli") / "data"))
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    with open(data_dir() / name, newline="") as f:
+        return [row for row in csv.DictReader(f) if row and not row[next(iter(row))].startswith("#")]
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+@lru_cache(maxsize=1)
+def published_scores() -> tuple[Published, ...]:
+    return tuple(Published(r["source"], r["algo"], r["env_id"], r["env_version_used"], int(r["steps"]),
+                           float(r["mean_return"]), _number(r["std_return"]),
+                           int(r["seeds"]) if r["seeds"].strip() else None, r["where_published"])
+                 for r in _rows("published_scores.csv"))
+
+
+@lru_cache(maxsize=1)
+def normalizations() -> dict[str, Normalization]:
+    rows = _rows("normalization.csv")
+    return {r["env_id"]: Normalization(r["env_id"], float(r["random"]), float(r["reference"]),
+                                       r["reference_kind"], r["random_source"], r["reference_source"])
+            for r in rows}
+
+
+def env_name(env_id: str) -> str:
+    """``Hopper-v5`` -> ``Hopper``; ``ALE/Pong-v5`` -> ``Pong``."""
+    return re.sub(r"-v\d+$", "", env_id.removeprefix(ATARI_PREFIX))
+
+
+def published_for(algo: str, env_id: str, steps: int) -> list[Published]:
+    """Published results for the same algorithm, environment (any version) and budget in env steps."""
+    name = env_name(env_id)
+    return [p for p in published_scores() if p.algo == algo and p.env == name and p.steps == steps]
+
+
+def published_elsewhere(algo: str, env_id: str) -> list[Published]:
+    """Published results for the same algorithm and environment at any budget."""
+    name = env_name(env_id)
+    return [p for p in published_scores() if p.algo == algo and p.env == name]
+
+
+def normalization_for(env_id: str) -> Normalization | None:
+    """The normalisation of ``env_id`` (``ALE/Pong-v5`` uses ``Pong-v5``'s), or None where there is none."""
+    return normalizations().get(env_id.removeprefix(ATARI_PREFIX))
+
+
+def random_policy_return(env_id: str, episodes: int = 100, seed: int = 0) -> tuple[float, float]:
+    """Mean and std of the undiscounted return of a uniform random policy over ``episodes`` episodes of
+    a gymnasium env (each episode seeded ``seed + i``, actions from the seeded action space). This is
+    how the ``rlcli`` random scores in normalization.csv were measured."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    returns = []
+    for i in range(episodes):
+        env.reset(seed=seed + i)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    mean, std = float(np.mean(returns)), float(np.std(returns))
+    return (mean, std) if math.isfinite(mean) else (math.nan, math.nan)

@@ -1,0 +1,202 @@
+"""``rlcli benchmark``: algorithms x environments x seeds as separate training processes, a results table
+and a report; ``benchmark report DIR`` remakes the report, ``benchmark compare A B`` sets two side by side."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from rlcli.benchmark import (
+    BenchmarkInterrupted,
+    RunRecord,
+    RunSpec,
+    TrainOptions,
+    compare,
+    default_workers,
+    load_results,
+    make_report,
+    plan_benchmark,
+    run_benchmark,
+    run_statuses,
+)
+from rlcli.benchmark.results import read_run
+from rlcli.cli import app
+from rlcli.cli.options import Algo, Backend, Device
+from rlcli.errors import UsageError
+
+MULTI_VALUE = ("--envs", "-e", "--algo", "-a", "--seeds", "-s")
+DEFAULT_SEEDS = [0, 1, 2]
+
+
+def spread_values(args: list[str]) -> list[str]:
+    """``--envs a b --seeds 1 2`` -> ``--envs a --envs b --seeds 1 --seeds 2``: the multi-value options
+    take every following argument up to the next option (negative numbers are values)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        option, eq, first = arg.partition("=")
+        if arg == "--" or (not arg.startswith("-") and not out):  # a subcommand, or the end of options
+            return out + args[i:]
+        if option not in MULTI_VALUE:
+            out.append(arg)
+            i += 1
+            continue
+        values = [first] if eq else []
+        i += 1
+        while i < len(args) and not _is_option(args[i]):
+            values.append(args[i])
+            i += 1
+        if not values:
+            raise UsageError(f"{option} needs at least one value")
+        out += [part for value in values for part in (option, value)]
+    return out
+
+
+def _is_option(arg: str) -> bool:
+    return arg.startswith("-") and re.fullmatch(r"-\d+", arg) is None
+
+
+class _BenchmarkCommands(TyperGroup):
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            raise UsageError(f"no benchmark command '{args[0]}' (report, compare); environments go after --envs, "
+                             f"e.g. rlcli benchmark --envs {args[0]}")
+        return super().parse_args(ctx, spread_values(args))
+
+
+benchmark_app = typer.Typer(
+    cls=_BenchmarkCommands, no_args_is_help=True, add_completion=False,
+    help="Run algorithms x environments x seeds and report. Example: "
+         "rlcli benchmark --envs classic Hopper-v5 --seeds 1 2 3 --algo ppo")
+app.add_typer(benchmark_app, name="benchmark")
+
+
+def _say(text: str) -> None:
+    typer.echo(text)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+@benchmark_app.callback(invoke_without_command=True)
+def benchmark(
+    ctx: typer.Context,
+    envs: Annotated[Optional[list[str]], typer.Option(
+        "--envs", "-e", metavar="ENV_OR_SUITE...",
+        help="Env ids and suites (classic, mujoco, atari), several after one --envs.", show_default=False)] = None,
+    algos: Annotated[Optional[list[Algo]], typer.Option(
+        "--algo", "-a", metavar="ALGO...", help="Algorithms \\[default: ppo].", show_default=False)] = None,
+    seeds: Annotated[Optional[list[int]], typer.Option(
+        "--seeds", "-s", metavar="SEED...", help="Seeds \\[default: 0 1 2].", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option(min=1, help="Budget of every run in env steps "
+                                                 "\\[default: each env's tuned budget].", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        min=1, help="Runs at once \\[default: cores / threads, at most one per 2 GiB of memory].",
+        show_default=False)] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Torch/OpenMP threads per run.")] = 1,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Benchmark directory \\[default: benchmarks/ALGOS__ENVS__STEPS].",
+        show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each.")] = False,
+    ray: Annotated[Optional[str], typer.Option(
+        metavar="ADDRESS", help="Run on the Ray cluster at ADDRESS (auto, local, ray://host:10001); "
+        "needs pip install 'rlcli\\[ray]'.")] = None,
+    gpus_per_run: Annotated[Optional[float], typer.Option(
+        min=0, help="GPUs a Ray task asks for \\[default: 1 with --device cuda, else 0].", show_default=False)] = None,
+    params: Annotated[Optional[list[str]], typer.Option(
+        "--param", "-p", help="Hyperparameter override for every run, key=value (repeatable).")] = None,
+    backend: Annotated[Backend, typer.Option(help="Env backend.")] = Backend.auto,
+    device: Annotated[Device, typer.Option(help="Torch device of each run.")] = Device.auto,
+    env_module: Annotated[Optional[str], typer.Option(help="Module to import that registers env ids.")] = None,
+    eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
+    eval_every: Annotated[Optional[int], typer.Option(
+        min=0, help="Env steps between evaluations \\[default: budget / 20].", show_default=False)] = None,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    options = TrainOptions(params=tuple(params or ()), backend=backend.value, device=device.value, threads=threads,
+                           env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every)
+    algo_names = [a.value for a in algos] if algos else ["ppo"]
+    plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
+    statuses = run_statuses(plan)
+    n_workers = workers or default_workers(threads)
+    env_ids = list(dict.fromkeys(r.env_id for r in plan.runs))
+    n_seeds = len({r.seed for r in plan.runs})
+    where = (f"on Ray ({ray}), {threads} CPU(s) per run" if ray else
+             f"{_count(n_workers, 'worker')} x {_count(threads, 'thread')}")
+    _say(f"Benchmark: {_count(len(plan.runs), 'run')} ({'+'.join(algo_names)} x {_count(len(env_ids), 'env')} x "
+         f"{_count(n_seeds, 'seed')}), {where} -> {plan.directory}")
+    for line in plan.skipped:
+        _say(f"skipped {line}")
+    counts = {action: sum(s.action == action for s in statuses) for action in ("done", "resume", "new")}
+    if counts["done"] or counts["resume"]:
+        _say(f"{counts['done']} finished already (kept), {counts['resume']} to resume, {counts['new']} to start")
+    if dry_run:
+        width = max(len(r.env_id) for r in plan.runs)
+        for status in statuses:
+            run = status.run
+            what = {"done": "finished (kept)", "resume": f"resume at step {status.step:,}", "new": "new"}
+            _say(f"  {run.algo:<4} {run.env_id:<{width}}  seed {run.seed:<4} {run.steps:>12,} steps  "
+                 f"{what[status.action]}")
+        return
+
+    total = sum(s.action != "done" for s in statuses)
+    finished = [0]
+    start = time.perf_counter()
+
+    def on_finish(run: RunSpec, record: RunRecord) -> None:
+        finished[0] += 1
+        head = f"[{finished[0]}/{total}] {record.status:<8} {run.label}"
+        if record.status == "finished":
+            row = read_run(plan.run_dir(run))
+            score = f"eval {row.final_return:.2f}" if row and row.final_return is not None else "no evaluation"
+            _say(f"{head}: {score} at {row.steps if row else 0:,} steps ({record.process_s:.1f} s)")
+        else:
+            _say(f"{head}: {record.error} (log: {plan.run_dir(run) / 'train.log'})")
+
+    gpus = gpus_per_run if gpus_per_run is not None else (1.0 if device == Device.cuda else 0.0)
+    try:
+        records, report = run_benchmark(plan, n_workers, ray, gpus, on_finish)
+    except BenchmarkInterrupted:
+        _say(f"\nInterrupted. Re-run the same command to resume; finished runs are kept ({plan.directory}).")
+        raise typer.Exit(130) from None
+    failed = [r for r in records if r.status != "finished"]
+    _say(f"{len(records) - len(failed)} finished, {len(failed)} failed in {time.perf_counter() - start:.1f} s. "
+         f"Results: {report.results_csv}  Report: {report.report}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@benchmark_app.command("report", help="Remake the results table and report of a benchmark directory. "
+                       "Example: rlcli benchmark report benchmarks/ppo__classic__tuned")
+def report_command(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A benchmark directory (or a copy of its "
+                                              "results.json, as in zoo/benchmarks).", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Write the table and report here \\[default: DIR].", show_default=False)] = None,
+) -> None:
+    report = make_report(directory, out)
+    _say(f"{len(report.results)} runs. Results: {report.results_csv}  Report: {report.report}")
+
+
+@benchmark_app.command("compare", help="Set two benchmarks side by side: final returns, probability of "
+                       "improvement and IQM difference with intervals. Example: rlcli benchmark compare "
+                       "benchmarks/new zoo/benchmarks/0.1.0")
+def compare_command(
+    dir_a: Annotated[Path, typer.Argument(metavar="DIR_A", help="Benchmark A.", show_default=False)],
+    dir_b: Annotated[Path, typer.Argument(metavar="DIR_B", help="Benchmark B.", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Also write the comparison to this Markdown file.", show_default=False)] = None,
+) -> None:
+    text = compare(load_results(dir_a), load_results(dir_b), str(dir_a), str(dir_b))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+    _say(text)

@@ -1,0 +1,321 @@
+"""``rlcli benchmark`` end to end: real training processes, a real crashing env, a real Ctrl-C, local Ray."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rlcli.benchmark import load_suites
+from rlcli.benchmark.scores import normalization_for, published_for
+from rlcli.cli import app
+from rlcli.cli.benchmark import spread_values
+
+runner = CliRunner()
+# tiny PPO runs: 4 envs x 64 steps per update, 2 epochs, 2 evaluation episodes every 512 steps
+TINY = ["--steps", "2048", "-p", "n_envs=4", "-p", "n_steps=64", "-p", "minibatch_size=128", "-p", "n_epochs=2",
+        "--eval-episodes", "2", "--eval-every", "512"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def record(run_dir):
+    return json.loads((run_dir / "benchmark-run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """2 envs x 2 seeds with 2 workers, as a user would type it."""
+    out = tmp_path_factory.mktemp("bench") / "grid"
+    start = time.monotonic()
+    result = runner.invoke(app, ["benchmark", "--envs", "CartPole-v1", "Acrobot-v1", "--seeds", "1", "2",
+                                 "--workers", "2", "--out", str(out), *TINY])
+    assert result.exit_code == 0, result.output
+    return out, result.output, time.monotonic() - start
+
+
+def test_tiny_grid_runs_end_to_end_and_writes_table_and_figures(grid):
+    out, output, elapsed = grid
+    assert "Benchmark: 4 runs (ppo x 2 envs x 2 seeds), 2 workers x 1 thread" in output
+    assert output.count(" finished ppo ") == 4 and "4 finished, 0 failed" in output
+    rows = read_csv(out / "results.csv")
+    assert [(r["env_id"], r["seed"]) for r in rows] == [("CartPole-v1", "1"), ("CartPole-v1", "2"),
+                                                        ("Acrobot-v1", "1"), ("Acrobot-v1", "2")]
+    for row in rows:
+        assert row["algo"] == "ppo" and row["status"] == "finished" and row["budget"] == "2048"
+        assert int(row["steps"]) >= 2048 and float(row["sps"]) > 0 and float(row["wall_time_s"]) > 0
+        assert float(row["best_return"]) >= float(row["final_return"])
+        assert row["rlcli"] and row["torch"] and row["gymnasium"] and not row["error"]
+        run_dir = out / "runs" / f"{row['env_id']}__ppo__s{row['seed']}"
+        assert json.loads((run_dir / "meta.json").read_text())["finished"]
+        assert "Evaluated return" in (run_dir / "train.log").read_text()
+        command = record(run_dir)["command"]
+        assert command[command.index("--threads") + 1] == "1"  # each run limited to one thread
+        assert command[command.index("--env-threads") + 1] == "1"  # envpool's workers too
+    # the runs overlapped: two at a time
+    assert elapsed < 0.8 * sum(record(d)["process_s"] for d in (out / "runs").iterdir())
+    saved = json.loads((out / "results.json").read_text())["runs"]
+    assert len(saved) == 4 and all(len(r["curve"]) >= 4 for r in saved)
+    for name in ("curves_CartPole-v1.png", "curves_Acrobot-v1.png", "aggregate.png"):
+        data = (out / "figures" / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5_000
+    report = (out / "report.md").read_text()
+    assert "![CartPole-v1](figures/curves_CartPole-v1.png)" in report
+    assert re.search(r"\| CartPole-v1 \| ppo \| 2,048 \| 2 \| -?[\d.]+ ± [\d.]+ \|", report)
+    assert "— (cleanrl: 490.0 at 500,000)" in report  # published at another budget only
+
+
+def _aggregate_row(report):
+    section = report.split("## Aggregate metrics")[1].split("##")[0]
+    (line,) = [line for line in section.splitlines() if line.startswith("| ppo | ")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    return {name: float(cells[i + 1].split(" [")[0]) for i, name in enumerate(["IQM", "median", "mean", "gap"])}
+
+
+def test_aggregate_metrics_match_a_hand_computation(grid):
+    out = grid[0]
+    finals = {}
+    for row in read_csv(out / "results.csv"):
+        finals.setdefault(row["env_id"], []).append(float(row["final_return"]))
+    # normalization.csv: CartPole random 23.68, reference 475; Acrobot random -497.08, reference -100
+    cartpole = [(f - 23.68) / (475 - 23.68) for f in finals["CartPole-v1"]]
+    acrobot = [(f + 497.08) / (-100 + 497.08) for f in finals["Acrobot-v1"]]
+    pooled = sorted(cartpole + acrobot)
+    means = [sum(cartpole) / 2, sum(acrobot) / 2]
+    expected = {"IQM": (pooled[1] + pooled[2]) / 2,  # 4 scores: one cut from each end
+                "median": (means[0] + means[1]) / 2, "mean": (means[0] + means[1]) / 2,
+                "gap": 1 - sum(min(s, 1.0) for s in pooled) / 4}
+    got = _aggregate_row((out / "report.md").read_text())
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, abs=0.0006), name
+
+
+def test_rerunning_keeps_finished_runs(grid):
+    out = grid[0]
+    result = runner.invoke(app, ["benchmark", "--envs", "CartPole-v1", "Acrobot-v1", "--seeds", "1", "2",
+                                 "--workers", "2", "--out", str(out), *TINY])
+    assert result.exit_code == 0, result.output
+    assert "4 finished already (kept), 0 to resume, 0 to start" in result.output
+    assert all(record(d)["attempts"] == 1 for d in (out / "runs").iterdir())
+    dry = runner.invoke(app, ["benchmark", "-e", "CartPole-v1", "--seeds", "1", "3", "--out", str(out), "--dry-run",
+                              *TINY])
+    assert dry.exit_code == 0, dry.output
+    assert re.search(r"CartPole-v1 +seed 1 +2,048 steps +finished \(kept\)", dry.output)
+    assert re.search(r"CartPole-v1 +seed 3 +2,048 steps +new", dry.output)
+    assert not (out / "runs" / "CartPole-v1__ppo__s3").exists()
+
+
+def test_report_is_remade_from_the_directory_and_from_a_results_copy(grid, tmp_path):
+    out = grid[0]
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("report.md", "figures"))
+    result = runner.invoke(app, ["benchmark", "report", str(copy)])
+    assert result.exit_code == 0 and "4 runs" in result.output, result.output
+    assert (copy / "report.md").read_text() == (out / "report.md").read_text().replace(str(out), str(copy))
+    assert (copy / "figures" / "aggregate.png").read_bytes().startswith(PNG)
+
+    release = tmp_path / "release"  # what zoo/benchmarks keeps: the table and report, no run directories
+    assert runner.invoke(app, ["benchmark", "report", str(copy), "--out", str(release)]).exit_code == 0
+    assert not (release / "runs").exists()
+    result = runner.invoke(app, ["benchmark", "report", str(release)])
+    assert result.exit_code == 0 and _aggregate_row((release / "report.md").read_text()) == _aggregate_row(
+        (out / "report.md").read_text())
+
+
+def test_compare_two_benchmarks(grid, tmp_path):
+    out = grid[0]
+    better = tmp_path / "better"
+    better.mkdir()
+    results = json.loads((out / "results.json").read_text())
+    for row in results["runs"]:
+        row["final_return"] += 1000.0
+    (better / "results.json").write_text(json.dumps(results))
+
+    result = runner.invoke(app, ["benchmark", "compare", str(out), str(out)])
+    assert result.exit_code == 0, result.output
+    assert "P(A > B) over 2 envs: 0.500" in result.output
+    assert "IQM(A) − IQM(B) over 2 normalised envs: 0.000 [" in result.output
+
+    md = tmp_path / "cmp.md"
+    result = runner.invoke(app, ["benchmark", "compare", str(better), str(out), "--out", str(md)])
+    assert result.exit_code == 0, result.output
+    assert "P(A > B) over 2 envs: 1.000 [1.000, 1.000]" in md.read_text()
+    assert re.search(r"\| CartPole-v1 \| 2,048 \| [\d,.]+ ± [\d.]+ \| 2 \| 2,048 \|", md.read_text())
+
+
+CRASHING_ENV = '''
+import gymnasium as gym
+import numpy as np
+
+
+class CrashingEnv(gym.Env):
+    """Ends an episode every 20 steps; its simulator "crashes" on the 100th step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps >= 100:
+            raise RuntimeError("the simulator crashed")
+        return np.zeros(4, np.float32), 1.0, self.steps % 20 == 0, False, {}
+
+
+gym.register("Crash-v0", entry_point=CrashingEnv)
+'''
+
+
+def test_a_failing_run_is_reported_and_the_others_complete(tmp_path, monkeypatch):
+    (tmp_path / "crashing_env.py").write_text(CRASHING_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    out = tmp_path / "bench"
+    result = runner.invoke(app, ["benchmark", "--envs", "Crash-v0", "CartPole-v1", "--seeds", "1", "--workers", "2",
+                                 "--env-module", "crashing_env", "--out", str(out), *TINY])
+    assert result.exit_code == 1, result.output
+    assert "failed   ppo Crash-v0 seed 1: RuntimeError: the simulator crashed" in result.output
+    assert "1 finished, 1 failed" in result.output
+    rows = {r["env_id"]: r for r in read_csv(out / "results.csv")}
+    assert rows["Crash-v0"]["status"] == "failed"
+    assert rows["Crash-v0"]["error"] == "RuntimeError: the simulator crashed"
+    assert rows["CartPole-v1"]["status"] == "finished" and not rows["CartPole-v1"]["error"]
+    assert "Traceback" in (out / "runs" / "Crash-v0__ppo__s1" / "train.log").read_text()
+    report = (out / "report.md").read_text()
+    assert "| Crash-v0 | ppo | 2,048 | 0 of 1 | — |" in report
+    assert "RuntimeError: the simulator crashed" in report
+    assert "Left out (no normalisation): Crash-v0." in report
+
+
+def test_an_interrupted_benchmark_resumes(tmp_path):
+    out = tmp_path / "bench"
+    args = ["benchmark", "--envs", "CartPole-v1", "--seeds", "1", "--workers", "1", "--out", str(out), *TINY,
+            "--steps", "8192", "--eval-every", "256"]
+    run_dir = out / "runs" / "CartPole-v1__ppo__s1"
+    proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 90
+    while not (run_dir / "meta.json").is_file():  # the run has saved its first checkpoint
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output
+    assert "Interrupted. Re-run the same command to resume" in output
+    assert record(run_dir)["status"] == "interrupted"
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert not meta["finished"] and 0 < meta["steps"] < 8192
+    interrupted_at = meta["steps"]
+
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "0 finished already (kept), 1 to resume, 0 to start" in result.output
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["finished"] and meta["steps"] == 8192
+    assert record(run_dir)["attempts"] == 2 and record(run_dir)["status"] == "finished"
+    assert f"Resuming CartPole-v1 (ppo) in {run_dir} at step {interrupted_at:,}" in (run_dir / "train.log").read_text()
+    steps = [int(line.split(",")[0]) for line in (run_dir / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)  # continued, not started again
+
+
+def test_ray_runs_the_same_grid_as_tasks(tmp_path):
+    ray = pytest.importorskip("ray")
+    out = tmp_path / "bench"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        result = runner.invoke(app, ["benchmark", "--envs", "CartPole-v1", "--seeds", "1", "2", "--ray", "auto",
+                                     "--out", str(out), *TINY])
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    assert "on Ray (auto), 1 CPU(s) per run" in result.output and "2 finished, 0 failed" in result.output
+    for seed in (1, 2):
+        run_dir = out / "runs" / f"CartPole-v1__ppo__s{seed}"
+        assert record(run_dir)["where"] == "ray" and record(run_dir)["status"] == "finished"
+        assert (run_dir / "model.safetensors").is_file() and "Evaluated return" in (run_dir / "train.log").read_text()
+    assert [r["status"] for r in read_csv(out / "results.csv")] == ["finished", "finished"]
+    assert (out / "figures" / "curves_CartPole-v1.png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--envs", "atar", "--dry-run"], "unknown suite or environment 'atar'; did you mean atari?"),
+    (["--envs", "CartPol-v1", "--dry-run"], "unknown environment 'CartPol-v1'; did you mean CartPole-v1"),
+    (["--envs", "CartPole-v1", "--workers", "0"], "Invalid value for '--workers'"),
+    (["--envs", "CartPole-v1", "-p", "learning_rte=1", "--dry-run"], "unknown hyperparameter 'learning_rte'"),
+    (["--envs", "CartPole-v1", "--algo", "sac"], "nothing to run: sac on CartPole-v1: SAC needs continuous"),
+    (["--seeds", "1", "--dry-run"], "missing --envs"),
+    (["--envs", "--dry-run"], "--envs needs at least one value"),
+    (["--envs", "CartPole-v1", "--seeds", "one"], "Invalid value for '--seeds'"),
+    (["report", "/no/such/dir"], "no benchmark directory /no/such/dir"),
+    (["compare", "/no/such/dir", "."], "no benchmark directory /no/such/dir"),
+    (["CartPole-v1"], "environments go after --envs, e.g. rlcli benchmark --envs CartPole-v1"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, expected):
+    result = runner.invoke(app, ["benchmark", *args])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.output
+
+
+def test_a_different_budget_in_the_same_directory_is_refused(grid):
+    result = runner.invoke(app, ["benchmark", "--envs", "CartPole-v1", "--seeds", "1", "--steps", "4096",
+                                 "--out", str(grid[0])])
+    assert result.exit_code == 2 and "budget of 2,048 steps, not 4,096" in result.output
+
+
+def test_multi_value_options_take_every_value_up_to_the_next_option():
+    assert spread_values(["--envs", "atari", "mujoco", "--seeds", "1", "-2", "--steps", "5", "--algo=ppo", "sac"]) == [
+        "--envs", "atari", "--envs", "mujoco", "--seeds", "1", "--seeds", "-2", "--steps", "5",
+        "--algo", "ppo", "--algo", "sac"]
+    assert spread_values(["report", "DIR", "--out", "x"]) == ["report", "DIR", "--out", "x"]
+
+
+def test_suites_and_reference_data_hold_together():
+    suites = load_suites()
+    assert {"classic", "mujoco", "atari"} <= set(suites)
+    for suite in suites.values():
+        for env_id in suite.envs:
+            norm = normalization_for(env_id)
+            assert norm is not None and norm.reference != norm.random, env_id
+            assert norm.random_source and norm.reference_source
+    assert normalization_for("ALE/Pong-v5") == normalization_for("Pong-v5")
+    sources = {p.source for p in published_for("ppo", "Hopper-v5", 1_000_000)}
+    assert sources == {"cleanrl", "sb3-zoo"}
+    (pong,) = [p for p in published_for("ppo", "Pong-v5", 10_000_000) if p.env_version == "v5-envpool"]
+    assert pong.mean == pytest.approx(20.45) and pong.where.startswith("cleanrl docs")
+    assert np.isclose(published_for("sac", "Humanoid-v5", 2_000_000)[0].mean, 6232)
+
+
+def test_report_from_a_results_file_shows_the_published_score_at_the_same_budget(tmp_path):
+    rows = [{"algo": "ppo", "env_id": "CartPole-v1", "seed": seed, "budget": 500_000, "status": "finished",
+             "steps": 500_000, "final_return": final, "best_return": 500.0,
+             "curve": [[250_000, 300.0], [500_000, final]]}
+            for seed, final in ((1, 480.0), (2, 500.0))]
+    (tmp_path / "results.json").write_text(json.dumps({"format": "rlcli-benchmark-results-v1", "runs": rows}))
+    result = runner.invoke(app, ["benchmark", "report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "report.md").read_text()
+    assert ("| CartPole-v1 | ppo | 500,000 | 2 | 490.0 ± 10.0 | 500.0 ± 0.0 | "
+            "490.0 ± 6.1 (cleanrl, CartPole-v1, 3 seeds) |") in report
+    # normalised (480 - 23.68) / (475 - 23.68) = 1.0111 and 1.0554: both above 1, so the gap is 0
+    got = _aggregate_row(report)
+    assert got["IQM"] == pytest.approx(1.033, abs=0.0006) and got["gap"] == 0.0
+    assert (tmp_path / "figures" / "curves_CartPole-v1.png").read_bytes().startswith(PNG)
