@@ -1,0 +1,979 @@
+"""rlcli against Stable-Baselines3 on the same machine, in one invocation: a markdown table of ratios.
+
+Run (from the repository root):
+
+    pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
+
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong`` picks sections, ``--quick`` cuts
+every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result,
+``--markdown PATH`` writes the tables that are printed. The sections, what each row measures and why, are
+described in scripts/README.md.
+
+Every measurement runs in a fresh Python process (this script re-invoked as ``--worker NAME --seed S ...``,
+printing one JSON line on stdout), so that neither library's imports, thread pools or allocator state leak
+into the other's figures. Each figure is the median over ``--repeats`` seeds; the two sides alternate
+seed by seed, so a change in machine load over the run falls on both sides alike. Ratios are always
+rlcli / SB3.
+
+Torch threads are left at each library's own default (rlcli picks its own; SB3 leaves torch's default)
+and reported next to every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+SCRIPT = Path(__file__).resolve()
+REPO = SCRIPT.parent.parent
+SIDES = ("rlcli", "SB3")
+CARTPOLE_TARGET = 475.0  # CartPole-v1's reward threshold
+
+# ---------------------------------------------------------------------------------------------------
+# Hyperparameters
+
+# rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1 ("# Tuned"): n_envs 8, n_timesteps 1e5, n_steps 32,
+# batch_size 256, gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate lin_0.001,
+# clip_range lin_0.2; SB3 defaults for everything else.
+ZOO_CARTPOLE_N_ENVS = 8
+ZOO_CARTPOLE = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0)
+ZOO_CARTPOLE_LR, ZOO_CARTPOLE_CLIP = 1e-3, 0.2  # both linear to 0 (lin_0.001, lin_0.2)
+
+# rl-baselines3-zoo hyperparams/ppo.yml, Hopper-v3 (tuned; the zoo's MuJoCo entries predate v5, whose
+# dynamics are the same): normalize true (VecNormalize obs + reward, gamma as the algorithm's), n_envs 1,
+# n_steps 512, batch_size 32, gamma 0.999, learning_rate 9.80828e-05, ent_coef 0.00229519, clip_range 0.2,
+# n_epochs 5, gae_lambda 0.99, max_grad_norm 0.7, vf_coef 0.835671, policy_kwargs log_std_init=-2,
+# ortho_init=False, activation_fn=nn.ReLU, net_arch pi/vf [256, 256].
+ZOO_HOPPER_N_ENVS = 1
+ZOO_HOPPER = dict(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
+                  clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671)
+
+# "Same hyperparameters" Hopper PPO: rlcli's own mujoco group (hyperparams/ppo.yml), read at run time so
+# that the comparison follows the file; SB3 gets the same values translated (sb3_ppo_kwargs). SB3 has no
+# adaptive-KL learning rate, so both sides use a constant one here.
+HOPPER_PPO_SAME: dict[str, Any] = {"lr_schedule": "constant"}
+
+# SAC with identical hyperparameters on both sides (SB3's SAC defaults, which rlcli can express):
+# 256x256 ReLU actor and critics, batch 256, lr 3e-4 for actor, critics and alpha, buffer 1e6,
+# gamma 0.99, tau 0.005, one gradient step per env step, autotuned alpha from 0.2 with target -dim(A),
+# actor updated every step, Polyak update every step, no observation normalisation.
+HOPPER_SAC_SAME: dict[str, Any] = dict(
+    n_envs=1, buffer_size=1_000_000, batch_size=256, gamma=0.99, target_update_rate=0.005, actor_lr=3e-4,
+    critic_lr=3e-4, alpha_lr=3e-4, alpha=0.2, autotune_alpha=True, target_entropy=None, utd_ratio=1.0,
+    policy_delay=1, target_update_every=1, actor_hidden=[256, 256], critic_hidden=[256, 256],
+    activation="relu", normalize_obs=False, compile=False,
+)
+
+# CleanRL ppo_atari.py defaults, spelled out so that a change to rlcli's atari group cannot silently make
+# the two sides differ: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4 annealed
+# linearly, clip 0.1 (constant) with value clipping 0.1, ent 0.01, vf 0.5, max_grad_norm 0.5, gamma 0.99,
+# GAE lambda 0.95, Adam eps 1e-5, Nature CNN with one trunk (its 512-unit dense layer) for actor and
+# critic. Frames: 84x84 grey, 4 stacked, frame skip 4, no-op starts, episodic life, fire reset, reward
+# clipping: rlcli's Atari preprocessing and SB3's AtariWrapper + VecFrameStack(4) both do exactly that.
+PONG_CLEANRL: dict[str, Any] = dict(
+    n_envs=8, n_steps=128, n_epochs=4, minibatch_size=256, learning_rate=2.5e-4, lr_schedule="linear",
+    clip_range=0.1, clip_range_schedule="constant", clip_value=0.1, ent_coef=0.01, vf_coef=0.5,
+    max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95, adam_eps=1e-5, normalize_advantage=True,
+    normalize_obs=False, normalize_reward=False, env_kwargs={},
+    network=dict(trunk="cnn", hidden=[512], activation="relu", shared=True, ortho_init=True),
+)
+RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
+SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
+
+
+# ---------------------------------------------------------------------------------------------------
+# Budgets
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Env steps (or seconds) per measurement. ``quick()`` shrinks them for a smoke run."""
+
+    cartpole_steps: int = 100_000  # the zoo's CartPole budget; a side that has not reached 475 stops here
+    cartpole_eval_every: int = 2_000  # env steps between evaluations, both sides
+    hopper_ppo_steps: int = 100_000
+    sac_learning_starts: int = 1_000  # random-action steps before SAC learns; the timed window starts here
+    sac_window: int = 5_000  # env steps timed after learning starts
+    pong_steps: int = 20_000
+    env_seconds: float = 5.0  # random-action env throughput
+
+    def quick(self) -> Budgets:
+        """A smoke run of every code path, about a minute a section even on a busy 2-core machine: 1/20
+        of the budgets was not enough there, so each training measurement is cut to about one rollout
+        (PPO runs at least one whole rollout: 4,096 steps for rlcli's MuJoCo PPO, 512 for the zoo's),
+        CartPole evaluates every 500 steps so that the evaluation path still runs twice. SAC learns from
+        step 300 (still above its batch of 256): rlcli counts learning_starts in stored transitions, not
+        in env steps, and with Hopper's short random episodes its first update comes a few dozen steps
+        after the mark, which would leave a 50-step window from 1,000 almost without updates."""
+        return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
+                       sac_learning_starts=300, sac_window=50, pong_steps=1_000, env_seconds=0.25)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workers: each runs in its own process and returns what the parent prints as one JSON line
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    seed: int
+    steps: int  # env-step budget
+    learning_starts: int
+    backend: str  # rlcli env backend: auto | envpool | gymnasium
+    env: str
+    n_envs: int
+    seconds: float
+    eval_every: int  # env steps between evaluations (CartPole)
+    quick: bool  # a smoke run
+
+
+class MarksPassed(Exception):
+    """Raised by RlcliClock once the last mark is timed: ends train() at once, skipping the closing
+    evaluation and checkpoint, which are not measured (10 full Pong games would take minutes)."""
+
+
+class RlcliClock:
+    """An rlcli training callback: the perf_counter time of the first callback at or past each mark
+    (env steps), the gradient steps made by then (SAC reports them), and the torch thread count seen
+    in the first callback."""
+
+    def __init__(self, marks: Sequence[int]) -> None:
+        self.marks = list(marks)
+        self.times: dict[int, tuple[int, float]] = {}  # mark -> (step, perf_counter seconds)
+        self.updates: dict[int, int] = {}  # mark -> gradient steps so far
+        self.total_updates = 0
+        self.threads: int | None = None
+        self.start = time.perf_counter()
+
+    def __call__(self, state: Any) -> bool:  # state: rlcli.train.TrainState
+        now = time.perf_counter()
+        if self.threads is None:
+            import torch
+
+            self.threads = torch.get_num_threads()
+        self.total_updates += int(state.metrics.get("charts/gradient_steps", 0))
+        for mark in self.marks:
+            if mark not in self.times and state.step >= mark:
+                self.times[mark] = (state.step, now)
+                self.updates[mark] = self.total_updates
+        if self.marks[-1] in self.times:
+            raise MarksPassed
+        return False
+
+
+def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
+    """The RunConfig that ``rlcli train`` builds for these options (tuned hyperparameters <- overrides),
+    without evaluations during training. torch_threads is left unset so rlcli picks its own."""
+    from rlcli.config import EnvConfig, EvalConfig, load_run_config
+    from rlcli.envs import env_group
+
+    return load_run_config(algo, EnvConfig(id=args.env, backend=args.backend), env_group(args.env),
+                           overrides=overrides, seed=args.seed, device="auto", eval=EvalConfig(every=0))
+
+
+def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
+    """Torch threads: the configured value (None = rlcli chooses), the count seen in a callback (acting),
+    and the update's count where this rlcli resolves acting and updating threads separately."""
+    import rlcli.train
+
+    choose = getattr(rlcli.train, "choose_threads", None)  # absent in rlcli versions with one fixed count
+    update = choose(cfg)[1] if choose is not None else observed
+    return {"torch_threads_config": cfg.torch_threads, "torch_threads": observed, "torch_threads_update": update}
+
+
+def rlcli_timed_train(cfg: Any, marks: Sequence[int]) -> tuple[RlcliClock, str]:
+    """Trains until the first callback at or past the last mark; returns the clock and the env backend.
+
+    The run's own budget is set two iterations beyond the last mark, because rlcli evaluates and saves
+    inside the loop at its final step, before callbacks run: the clock must end training first. Two
+    iterations, not more, so that schedules over the budget (a linear learning rate) anneal about as
+    SB3's do over its budget."""
+    # a one-off import is not throughput (SB3's clock, too, starts after its imports)
+    import torch.utils.tensorboard  # noqa: F401
+
+    from rlcli.envs.registry import resolve_backend
+    from rlcli.train import train
+
+    algo = cfg.algo
+    iteration = algo.batch_size if algo.algo == "ppo" else math.ceil(algo.log_every / algo.n_envs) * algo.n_envs
+    steps = (max(marks) // iteration + 2) * iteration
+    cfg = cfg.model_copy(update={"algo": algo.model_copy(update={"steps": steps})})
+    clock = RlcliClock(marks)
+    with tempfile.TemporaryDirectory(prefix="bench-rlcli-") as tmp:
+        try:
+            train(cfg, Path(tmp) / "run", callbacks=[clock])
+        except MarksPassed:
+            pass
+    if len(clock.times) != len(marks):
+        raise RuntimeError(f"training ended at step {steps} before the marks {marks}")
+    return clock, resolve_backend(cfg.env.id, cfg.env.backend)
+
+
+def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Env steps/s from the start of train() to the first callback at or past ``args.steps``."""
+    cfg = rlcli_config("ppo", args, overrides)
+    clock, backend = rlcli_timed_train(cfg, [args.steps])
+    step, end = clock.times[args.steps]
+    return {"steps": step, "seconds": end - clock.start, "sps": step / (end - clock.start),
+            "n_envs": cfg.algo.n_envs, "backend": backend, **rlcli_threads(cfg, clock.threads)}
+
+
+def sb3_clock(marks: Sequence[int] = (), stop_at_last_mark: bool = False) -> Any:
+    """An SB3 callback recording perf_counter at training start and end, and at the first step at or
+    past each mark (env steps); with ``stop_at_last_mark`` it ends training there."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Clock(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.start = self.end = 0.0
+            self.times: dict[int, tuple[int, float]] = {}
+            self.updates: dict[int, int] = {}  # mark -> gradient steps so far
+            self.threads = 0
+
+        def _on_training_start(self) -> None:
+            import torch
+
+            self.threads = torch.get_num_threads()
+            self.start = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            now = time.perf_counter()
+            for mark in marks:
+                if mark not in self.times and self.num_timesteps >= mark:
+                    self.times[mark] = (self.num_timesteps, now)
+                    self.updates[mark] = int(self.model._n_updates)
+            return not (stop_at_last_mark and marks and marks[-1] in self.times)
+
+        def _on_training_end(self) -> None:
+            self.end = time.perf_counter()
+
+    return Clock()
+
+
+def sb3_ppo_throughput(model: Any, steps: int) -> dict[str, Any]:
+    """Env steps/s of ``model.learn(steps)``, from training start to the end of the last update (SB3
+    finishes its last rollout's update after passing the budget, as rlcli's callback follows its)."""
+    clock = sb3_clock()
+    model.learn(total_timesteps=steps, callback=clock)
+    seconds = clock.end - clock.start
+    return {"steps": model.num_timesteps, "seconds": seconds, "sps": model.num_timesteps / seconds,
+            "n_envs": model.n_envs, "backend": type(model.get_env().unwrapped).__name__,
+            "torch_threads": clock.threads}
+
+
+def linear(start: float) -> Callable[[float], float]:
+    """SB3 schedule from ``start`` down to 0 (SB3 passes the remaining progress, 1 -> 0)."""
+    return lambda progress_remaining: progress_remaining * start
+
+
+def sb3_activation(name: str) -> Any:
+    from torch import nn
+
+    return {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}[name]
+
+
+def sb3_ppo_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
+    """(policy, PPO keyword arguments) for SB3 equal to an rlcli PPOConfig; raises ValueError for settings
+    SB3 cannot express, so that a "same hyperparameters" row never compares different algorithms."""
+    net = cfg.network
+    if cfg.lr_schedule.value == "adaptive_kl":
+        raise ValueError("SB3 has no adaptive-KL learning rate; override lr_schedule")
+    learning_rate = linear(cfg.learning_rate) if cfg.lr_schedule.value == "linear" else cfg.learning_rate
+    clip_range = linear(cfg.clip_range) if cfg.clip_range_schedule == "linear" else cfg.clip_range
+    policy_kwargs: dict[str, Any] = dict(activation_fn=sb3_activation(net.activation), ortho_init=net.ortho_init,
+                                         optimizer_kwargs=dict(eps=cfg.adam_eps))
+    if net.trunk == "cnn":
+        if not net.shared or len(net.hidden) != 1:
+            raise ValueError("SB3's CnnPolicy shares one Nature CNN (one dense layer) between actor and critic")
+        policy = "CnnPolicy"  # heads straight on the CNN's dense layer, as rlcli's hidden: [512]
+        policy_kwargs.update(net_arch=[], features_extractor_kwargs=dict(features_dim=net.hidden[0]))
+    else:
+        if net.shared:
+            raise ValueError("SB3 2.x MLP policies have separate actor and critic networks")
+        policy = "MlpPolicy"
+        policy_kwargs.update(net_arch=dict(pi=list(net.hidden), vf=list(net.hidden)), log_std_init=net.log_std_init)
+    kwargs = dict(learning_rate=learning_rate, n_steps=cfg.n_steps, batch_size=cfg.minibatch_size,
+                  n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip_range,
+                  clip_range_vf=cfg.clip_value, normalize_advantage=cfg.normalize_advantage,
+                  ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+                  policy_kwargs=policy_kwargs)
+    return policy, kwargs
+
+
+def sb3_normalized(venv: Any, cfg: Any) -> Any:
+    """VecNormalize as rlcli's normalize_obs / normalize_reward (SB3's DummyVecEnv underneath)."""
+    if not (cfg.normalize_obs or cfg.normalize_reward):
+        return venv
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    return VecNormalize(venv, norm_obs=cfg.normalize_obs, norm_reward=cfg.normalize_reward,
+                        clip_obs=cfg.clip_obs, gamma=cfg.gamma)
+
+
+def worker_sb3_cartpole(args: WorkerArgs) -> dict[str, Any]:
+    """The zoo's tuned PPO until a deterministic 10-episode evaluation every ``eval_every`` env steps
+    (eval_freq counts vector steps, hence the division) reaches 475 or the budget ends; the parent
+    times the whole process."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("CartPole-v1", n_envs=ZOO_CARTPOLE_N_ENVS, seed=args.seed)
+    eval_env = make_vec_env("CartPole-v1", n_envs=1, seed=args.seed + 1_000_003)  # EvalCallback's usual one env
+    stop = StopTrainingOnRewardThreshold(reward_threshold=CARTPOLE_TARGET, verbose=0)
+    evaluation = EvalCallback(eval_env, callback_on_new_best=stop, n_eval_episodes=10, deterministic=True,
+                              eval_freq=max(args.eval_every // ZOO_CARTPOLE_N_ENVS, 1), verbose=0)
+    model = PPO("MlpPolicy", env, learning_rate=linear(ZOO_CARTPOLE_LR), clip_range=linear(ZOO_CARTPOLE_CLIP),
+                seed=args.seed, **ZOO_CARTPOLE)
+    model.learn(total_timesteps=args.steps, callback=evaluation)
+    best = float(evaluation.best_mean_reward)
+    reached = best >= CARTPOLE_TARGET  # then training stopped right after that evaluation
+    return {"steps": model.num_timesteps, "reached": reached, "reached_at": model.num_timesteps if reached else None,
+            "best_eval": best, "n_envs": ZOO_CARTPOLE_N_ENVS, "backend": "DummyVecEnv",
+            "torch_threads": torch.get_num_threads()}
+
+
+def worker_rlcli_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli's tuned Hopper PPO (hyperparams/ppo.yml, mujoco group), steps/s."""
+    return rlcli_ppo_throughput(args, {})
+
+
+def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
+    """The zoo's tuned Hopper PPO, steps/s."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(make_vec_env(args.env, n_envs=ZOO_HOPPER_N_ENVS, seed=args.seed), gamma=ZOO_HOPPER["gamma"])
+    policy_kwargs = dict(log_std_init=-2, ortho_init=False, activation_fn=sb3_activation("relu"),
+                         net_arch=dict(pi=[256, 256], vf=[256, 256]))
+    model = PPO("MlpPolicy", env, policy_kwargs=policy_kwargs, seed=args.seed, **ZOO_HOPPER)
+    return sb3_ppo_throughput(model, args.steps)
+
+
+def worker_rlcli_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli's mujoco-group Hopper PPO with a constant learning rate, steps/s (``--backend`` honoured)."""
+    return rlcli_ppo_throughput(args, HOPPER_PPO_SAME)
+
+
+def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 PPO with rlcli's mujoco-group values, on DummyVecEnv (SB3's default) + VecNormalize, steps/s."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    cfg = rlcli_config("ppo", args, HOPPER_PPO_SAME).algo
+    policy, kwargs = sb3_ppo_kwargs(cfg)
+    env = sb3_normalized(make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), cfg)
+    return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
+
+
+def worker_rlcli_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli SAC: env steps/s between the first callbacks at or past ``learning_starts`` and
+    ``learning_starts + steps``."""
+    start, end = args.learning_starts, args.learning_starts + args.steps
+    # one training iteration is log_every env steps; a common divisor puts a callback exactly on both marks
+    overrides = {**HOPPER_SAC_SAME, "learning_starts": start, "log_every": math.gcd(start, args.steps)}
+    cfg = rlcli_config("sac", args, overrides)
+    clock, backend = rlcli_timed_train(cfg, [start, end])
+    (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
+    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
+            "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.algo.n_envs, "backend": backend,
+            **rlcli_threads(cfg, clock.threads)}
+
+
+def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 SAC with the same hyperparameters: env steps/s between the steps ``learning_starts`` and
+    ``learning_starts + steps`` (one gradient step per env step in between)."""
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    start, end = args.learning_starts, args.learning_starts + args.steps
+    cfg = rlcli_config("sac", args, {**HOPPER_SAC_SAME, "learning_starts": start}).algo
+    if not cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr or cfg.policy_delay != 1:
+        raise ValueError("SB3's SAC has one learning rate and updates the actor every gradient step")
+    model = SAC("MlpPolicy", make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), seed=args.seed,
+                learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
+                batch_size=cfg.batch_size, tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=1,
+                gradient_steps=int(cfg.utd_ratio), target_update_interval=cfg.target_update_every,
+                ent_coef=f"auto_{cfg.alpha}" if cfg.autotune_alpha else cfg.alpha,
+                target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy,
+                policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
+                                   activation_fn=sb3_activation(cfg.activation)))
+    clock = sb3_clock([start, end], stop_at_last_mark=True)
+    model.learn(total_timesteps=end, callback=clock)
+    (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
+    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
+            "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.n_envs, "backend": "DummyVecEnv",
+            "torch_threads": clock.threads}
+
+
+def pong_hyperparameters(args: WorkerArgs) -> dict[str, Any]:
+    """CleanRL's values; a quick run updates for one epoch instead of four on both sides, since one
+    rollout's four CNN epochs alone take most of a minute on a busy 2-core CPU."""
+    return {**PONG_CLEANRL, "n_epochs": 1} if args.quick else PONG_CLEANRL
+
+
+def worker_rlcli_pong(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli PPO on Pong-v5 with CleanRL's ppo_atari hyperparameters, steps/s."""
+    from rlcli.envs import make_vec_env
+
+    probe = make_vec_env(args.env, 1, args.seed, args.backend)  # the observation the CNN sees, as a check
+    obs_shape = list(probe.single_observation_space.shape)
+    probe.close()
+    return {**rlcli_ppo_throughput(args, pong_hyperparameters(args)), "obs_shape": obs_shape}
+
+
+def worker_sb3_pong(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 PPO (CnnPolicy) on make_atari_env + VecFrameStack(4) with the same hyperparameters, steps/s."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)  # gymnasium 1.x no longer registers the ALE ids on its own
+    cfg = rlcli_config("ppo", replace(args, env=RLCLI_PONG_ID), pong_hyperparameters(args)).algo  # rlcli's own
+    policy, kwargs = sb3_ppo_kwargs(cfg)
+    env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=cfg.n_envs, seed=args.seed), n_stack=4)
+    model = PPO(policy, env, seed=args.seed, **kwargs)
+    return {**sb3_ppo_throughput(model, args.steps), "obs_shape": list(model.observation_space.shape)}
+
+
+def random_action_batches(space: Any, n_envs: int, seed: int, count: int = 64) -> list[Any]:
+    """Pre-drawn batches of uniform random actions, so that drawing them is not timed with the env."""
+    import numpy as np
+    from gymnasium import spaces
+
+    rng = np.random.default_rng(seed)
+    if isinstance(space, spaces.Discrete):
+        return [space.start + rng.integers(0, space.n, size=n_envs) for _ in range(count)]
+    if isinstance(space, spaces.Box):
+        return [rng.uniform(space.low, space.high, size=(n_envs, *space.shape)).astype(space.dtype)
+                for _ in range(count)]
+    raise ValueError(f"no random actions for {space}")
+
+
+def time_env(step: Callable[[Any], Any], batches: list[Any], n_envs: int, seconds: float) -> dict[str, Any]:
+    """Steps with the batches in turn for at least ``seconds``; returns env steps, seconds, steps/s."""
+    steps, start = 0, time.perf_counter()
+    while True:
+        for actions in batches:
+            step(actions)
+            steps += n_envs
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                return {"steps": steps, "seconds": elapsed, "sps": steps / elapsed, "n_envs": n_envs}
+
+
+def worker_env_rlcli(args: WorkerArgs) -> dict[str, Any]:
+    """Random-action steps/s of rlcli's vector env (envpool where it has the task), no agent."""
+    from rlcli.envs import make_vec_env
+
+    env = make_vec_env(args.env, args.n_envs, args.seed, args.backend)
+    env.reset()
+    batches = random_action_batches(env.single_action_space, args.n_envs, args.seed)
+    result = time_env(env.step, batches, args.n_envs, args.seconds)
+    env.close()
+    return {**result, "backend": env.backend}
+
+
+def worker_env_sb3(args: WorkerArgs) -> dict[str, Any]:
+    """Random-action steps/s of SB3's make_vec_env (DummyVecEnv of Monitor-wrapped envs), no agent."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = make_vec_env(args.env, n_envs=args.n_envs, seed=args.seed)
+    venv.reset()
+    batches = random_action_batches(venv.action_space, args.n_envs, args.seed)
+    result = time_env(venv.step, batches, args.n_envs, args.seconds)
+    venv.close()
+    return {**result, "backend": type(venv).__name__}
+
+
+WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
+    "sb3-cartpole": worker_sb3_cartpole,
+    "rlcli-hopper-ppo": worker_rlcli_hopper_ppo,
+    "sb3-hopper-ppo": worker_sb3_hopper_ppo,
+    "rlcli-hopper-ppo-same": worker_rlcli_hopper_ppo_same,
+    "sb3-hopper-ppo-same": worker_sb3_hopper_ppo_same,
+    "rlcli-hopper-sac": worker_rlcli_hopper_sac,
+    "sb3-hopper-sac": worker_sb3_hopper_sac,
+    "rlcli-pong": worker_rlcli_pong,
+    "sb3-pong": worker_sb3_pong,
+    "env-rlcli": worker_env_rlcli,
+    "env-sb3": worker_env_sb3,
+}
+
+
+def worker_main(opts: argparse.Namespace) -> int:
+    """Runs one worker; its JSON is the only line on stdout (library output is sent to stderr)."""
+    args = WorkerArgs(seed=opts.seed, steps=opts.steps, learning_starts=opts.learning_starts, backend=opts.backend,
+                      env=opts.env, n_envs=opts.n_envs, seconds=opts.seconds, eval_every=opts.eval_every,
+                      quick=opts.quick)
+    stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        result = WORKERS[opts.worker](args)
+    stdout.write(json.dumps(result) + "\n")
+    stdout.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parent: sections, each a set of measurements run in fresh processes
+
+
+class WorkerError(RuntimeError):
+    """A measurement's process failed; the message ends with the tail of its stderr."""
+
+
+def run_process(argv: list[str]) -> tuple[float, str]:
+    """(wall seconds around the whole process, its stdout); raises WorkerError on a non-zero exit."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise WorkerError(f"{' '.join(argv[1:])} exited with {proc.returncode}:\n{tail}")
+    return seconds, proc.stdout
+
+
+def run_worker(name: str, seed: int, **options: Any) -> dict[str, Any]:
+    """Runs worker ``name`` in a fresh process; its JSON result plus ``process_seconds``."""
+    argv = [sys.executable, str(SCRIPT), "--worker", name, "--seed", str(seed)]
+    for key, value in options.items():
+        flag = f"--{key.replace('_', '-')}"
+        if isinstance(value, bool):
+            argv += [flag] if value else []
+        else:
+            argv += [flag, str(value)]
+    seconds, stdout = run_process(argv)
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise WorkerError(f"worker {name} printed no JSON result")
+    return {**json.loads(lines[-1]), "process_seconds": seconds}
+
+
+def run_rlcli_cartpole(seed: int, steps: int, eval_every: int) -> dict[str, Any]:
+    """``rlcli train CartPole-v1`` as a user runs it, timed around the process, plus what its run
+    directory says: the step it stopped at, the first evaluation that reached 475, its config."""
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="bench-rlcli-cartpole-") as tmp:
+        run_dir = Path(tmp) / "run"
+        seconds, _ = run_process([
+            sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--eval-every", str(eval_every),
+            "--stop-at", str(CARTPOLE_TARGET), "--seed", str(seed), "--steps", str(steps), "--run-dir", str(run_dir)])
+        meta = json.loads((run_dir / "meta.json").read_text())
+        history = json.loads((run_dir / "eval.json").read_text()).get("history", [])
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    reached = [e["step"] for e in history if e["mean_return"] >= CARTPOLE_TARGET]
+    return {"steps": int(meta["steps"]), "reached": bool(reached), "reached_at": reached[0] if reached else None,
+            "best_eval": max((e["mean_return"] for e in history), default=None),
+            "n_envs": config["algo"]["n_envs"], "backend": meta.get("backend"),
+            "torch_threads_config": config.get("torch_threads"), "process_seconds": seconds}
+
+
+Unit = Literal["s", "steps/s", "steps", "%"]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """rlcli / SB3 must be ``op`` ``target``."""
+
+    op: Literal["<=", ">="]
+    target: float
+
+    def met(self, ratio: float) -> bool:
+        return ratio <= self.target if self.op == "<=" else ratio >= self.target
+
+    def __str__(self) -> str:
+        return f"{'≤' if self.op == '<=' else '≥'} {self.target:g}x"
+
+
+@dataclass
+class Row:
+    """One line of the summary table: the median of each side's per-repeat figures."""
+
+    measurement: str
+    unit: Unit
+    rlcli: list[float]
+    sb3: list[float]
+    goal: Goal | None = None
+    rlcli_note: str = ""
+    sb3_note: str = ""
+
+    def ratio(self) -> float | None:
+        """rlcli / SB3 of the medians; None for shares (already relative) or an empty side."""
+        if self.unit == "%" or not self.rlcli or not self.sb3 or statistics.median(self.sb3) == 0:
+            return None
+        return statistics.median(self.rlcli) / statistics.median(self.sb3)
+
+
+@dataclass
+class Run:
+    """One measurement in one process, for the raw table and the JSON."""
+
+    measurement: str
+    side: str
+    seed: int
+    value: float
+    unit: Unit
+    threads: str
+    details: str
+    result: dict[str, Any]
+
+
+@dataclass
+class Section:
+    name: str
+    rows: list[Row] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Context:
+    budgets: Budgets
+    quick: bool
+    seeds: list[int]
+    log: Callable[[str], None]
+
+
+def threads_text(result: dict[str, Any]) -> str:
+    """Torch threads: "N", "N, update M" where rlcli updates with more, "(auto)" where rlcli chose them;
+    "-" for measurements without torch (env alone)."""
+    if "torch_threads" not in result and "torch_threads_config" not in result:
+        return "-"
+    observed, configured = result.get("torch_threads"), result.get("torch_threads_config", "-")
+    if observed is None:  # the CLI run: only its config.yaml is seen, None meaning rlcli chooses
+        return "auto" if configured is None else str(configured)
+    text = str(observed)
+    update = result.get("torch_threads_update")
+    if update is not None and update != observed:
+        text += f", update {update}"
+    return text + (" (auto)" if configured is None else "")
+
+
+def details_text(result: dict[str, Any]) -> str:
+    """One cell of the raw table: what a worker's figure came from."""
+    parts = []
+    if "seconds" in result:
+        parts.append(f"{result['steps']:,} steps in {result['seconds']:.2f} s")
+    elif "steps" in result:
+        parts.append(f"stopped at {result['steps']:,} steps")
+    if "reached" in result:
+        best = result.get("best_eval")
+        parts.append((f"reached 475 at {result['reached_at']:,} steps" if result["reached"] else "475 not reached")
+                     + (f", best eval {best:.1f}" if best is not None else ""))
+    if "window" in result:
+        parts.append(f"steps {result['window'][0]:,}-{result['window'][1]:,}, {result['updates']:,} gradient steps")
+    parts.append(f"{result.get('backend')} x{result.get('n_envs')}")
+    if "obs_shape" in result:
+        parts.append(f"obs {tuple(result['obs_shape'])}")
+    parts.append(f"process {result['process_seconds']:.1f} s")
+    return "; ".join(parts)
+
+
+def measure(ctx: Context, section: Section, measurement: str, side: str, seed: int, value_key: str,
+            unit: Unit, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Runs one measurement, records it in the section and logs it; returns the result."""
+    ctx.log(f"[{section.name}] {measurement}, {side}, seed {seed} ...")
+    result = run()
+    run_record = Run(measurement, side, seed, float(result[value_key]), unit, threads_text(result),
+                     details_text(result), result)
+    section.runs.append(run_record)
+    ctx.log(f"[{section.name}]   {format_value(run_record.value, unit)}  ({run_record.details})")
+    return result
+
+
+def values(section: Section, measurement: str, side: str) -> list[float]:
+    return [r.value for r in section.runs if r.measurement == measurement and r.side == side]
+
+
+def env_rows(section: Section, env_id: str, train_key: str) -> list[Row]:
+    """The env-alone throughput row and how much of it training reaches, per side."""
+    envs = {side: [r for r in section.runs if r.measurement == "env" and r.side == side] for side in SIDES}
+    backends = "; ".join(f"{side}: {runs[0].result['backend']} x{runs[0].result['n_envs']}"
+                         for side, runs in envs.items() if runs)
+    share = {side: 100 * statistics.median(values(section, train_key, side))
+             / statistics.median(values(section, "env", side)) for side in SIDES}
+    return [Row(f"{env_id} env alone, random actions: steps/s ({backends})", "steps/s",
+                values(section, "env", "rlcli"), values(section, "env", "SB3")),
+            Row(f"{env_id} training steps/s as a share of its env alone", "%", [share["rlcli"]], [share["SB3"]])]
+
+
+def bench_cartpole(ctx: Context) -> Section:
+    """CartPole-v1 PPO, each side tuned: whole-process seconds until a deterministic 10-episode
+    evaluation every 2,000 env steps reaches 475; plus the env's own random-action throughput."""
+    section = Section("cartpole")
+    budget, every = ctx.budgets.cartpole_steps, ctx.budgets.cartpole_eval_every
+    for seed in ctx.seeds:
+        ours = measure(ctx, section, "time", "rlcli", seed, "process_seconds", "s",
+                       lambda seed=seed: run_rlcli_cartpole(seed, budget, every))
+        theirs = measure(ctx, section, "time", "SB3", seed, "process_seconds", "s",
+                         lambda seed=seed: run_worker("sb3-cartpole", seed, steps=budget, eval_every=every))
+        for side, result in (("rlcli", ours), ("SB3", theirs)):
+            # steps over whole-process time: the run's average throughput, for the share of the env's limit
+            section.runs.append(Run("train sps", side, seed, result["steps"] / result["process_seconds"],
+                                    "steps/s", threads_text(result), "steps at stop / process seconds", result))
+        measure(ctx, section, "env", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed, n=ours["n_envs"]: run_worker("env-rlcli", seed, env="CartPole-v1", n_envs=n,
+                                                              seconds=ctx.budgets.env_seconds))
+        measure(ctx, section, "env", "SB3", seed, "sps", "steps/s",
+                lambda seed=seed, n=theirs["n_envs"]: run_worker("env-sb3", seed, env="CartPole-v1", n_envs=n,
+                                                                seconds=ctx.budgets.env_seconds))
+    reached = {side: [r.result["reached"] for r in section.runs if r.measurement == "time" and r.side == side]
+               for side in SIDES}
+    notes = {side: f"{sum(flags)}/{len(flags)} reached 475" for side, flags in reached.items()}
+    steps = {side: [float(r.result["steps"]) for r in section.runs if r.measurement == "time" and r.side == side]
+             for side in SIDES}
+    section.rows += [
+        Row(f"CartPole-v1 PPO, each tuned: whole-process seconds until eval ≥ 475 (eval every {every:,}, "
+            f"budget {budget:,} steps)", "s",
+            values(section, "time", "rlcli"), values(section, "time", "SB3"), Goal("<=", 0.2),
+            notes["rlcli"], notes["SB3"]),
+        Row("CartPole-v1 PPO: env steps when training stopped", "steps", steps["rlcli"], steps["SB3"]),
+        Row("CartPole-v1 PPO: training steps/s (steps at stop / whole-process seconds)", "steps/s",
+            values(section, "train sps", "rlcli"), values(section, "train sps", "SB3")),
+        *env_rows(section, "CartPole-v1", "train sps"),
+    ]
+    return section
+
+
+def bench_hopper_ppo(ctx: Context) -> Section:
+    """Hopper-v5 PPO, each side tuned (rlcli's mujoco group, the zoo's Hopper entry): env steps/s."""
+    section, budget = Section("hopper-ppo"), ctx.budgets.hopper_ppo_steps
+    for seed in ctx.seeds:
+        ours = measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
+                       lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+        theirs = measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
+                         lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+        measure(ctx, section, "env", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed, n=ours["n_envs"]: run_worker("env-rlcli", seed, env="Hopper-v5", n_envs=n,
+                                                              seconds=ctx.budgets.env_seconds))
+        measure(ctx, section, "env", "SB3", seed, "sps", "steps/s",
+                lambda seed=seed, n=theirs["n_envs"]: run_worker("env-sb3", seed, env="Hopper-v5", n_envs=n,
+                                                                seconds=ctx.budgets.env_seconds))
+    section.rows += [
+        Row(f"Hopper-v5 PPO, each tuned: env steps/s over {budget:,} steps", "steps/s",
+            values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 5)),
+        *env_rows(section, "Hopper-v5", "train"),
+    ]
+    return section
+
+
+def bench_hopper_ppo_same(ctx: Context) -> Section:
+    """Hopper-v5 PPO with identical hyperparameters (rlcli's mujoco group): env steps/s; rlcli also on
+    its gymnasium backend, which separates the env backend's share of the gain from the engine's."""
+    section, budget = Section("hopper-ppo-same"), ctx.budgets.hopper_ppo_steps
+    for seed in ctx.seeds:
+        measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget))
+        measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("sb3-hopper-ppo-same", seed, env="Hopper-v5", steps=budget))
+        measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
+                                             backend="gymnasium"))
+    sb3 = values(section, "train", "SB3")
+    section.rows += [
+        Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
+            values(section, "train", "rlcli"), sb3, Goal(">=", 2)),
+        Row("the same, rlcli with --backend gymnasium (SB3 unchanged)", "steps/s",
+            values(section, "train gymnasium", "rlcli"), sb3),
+    ]
+    return section
+
+
+def bench_hopper_sac(ctx: Context) -> Section:
+    """Hopper-v5 SAC with identical hyperparameters: env steps/s over the window after learning starts."""
+    section, budgets = Section("hopper-sac"), ctx.budgets
+    start, window = budgets.sac_learning_starts, budgets.sac_window
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-hopper-sac"), ("SB3", "sb3-hopper-sac")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5",
+                                                                         steps=window, learning_starts=start))
+            # rlcli counts learning_starts in stored transitions (an auto-reset row is none), SB3 in env
+            # steps, so rlcli's first update comes a little after the mark: gradient steps/s shows the
+            # update speed independently of that offset
+            section.runs.append(Run("updates/s", side, seed, result["updates"] / result["seconds"], "steps/s",
+                                    threads_text(result), "gradient steps in the window / its seconds", result))
+    section.rows += [
+        Row(f"Hopper-v5 SAC, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 1)",
+            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
+        Row("Hopper-v5 SAC: gradient steps/s in the same window", "steps/s",
+            values(section, "updates/s", "rlcli"), values(section, "updates/s", "SB3")),
+    ]
+    return section
+
+
+def bench_pong(ctx: Context) -> Section:
+    """Pong PPO with the Nature CNN and CleanRL's hyperparameters on both sides: env steps/s."""
+    section, budget = Section("pong"), ctx.budgets.pong_steps
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-pong"), ("SB3", "sb3-pong")):
+            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                    lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID, steps=budget,
+                                                                quick=ctx.quick))
+    section.rows.append(
+        Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 1 epoch' if ctx.quick else ''}): "
+            f"env steps/s over {budget:,} steps", "steps/s",
+            values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)))
+    return section
+
+
+SECTIONS: dict[str, Callable[[Context], Section]] = {
+    "cartpole": bench_cartpole,
+    "hopper-ppo": bench_hopper_ppo,
+    "hopper-ppo-same": bench_hopper_ppo_same,
+    "hopper-sac": bench_hopper_sac,
+    "pong": bench_pong,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Report
+
+
+def format_value(value: float, unit: Unit) -> str:
+    if unit == "s":
+        return f"{value:,.1f} s"
+    if unit == "%":
+        return f"{value:.1f}%"
+    return f"{value:,.0f}"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures depend on: CPU, cores, load when the run started, library versions."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for package in ("rlcli", "torch", "stable-baselines3", "envpool", "gymnasium", "mujoco", "ale-py"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "load_average_1min": load, "versions": versions}
+
+
+def render(sections: list[Section], info: dict[str, Any], repeats: int, quick: bool) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+    load = info["load_average_1min"]
+    lines = [
+        f"## rlcli vs Stable-Baselines3{' (--quick: smoke run, figures meaningless)' if quick else ''}",
+        "",
+        f"{info['cpu']}, {info['cores']} cores; Python {info['python']}; {versions}.",
+        f"Median of {repeats} repeat(s), each in a fresh process; ratio = rlcli / SB3."
+        + (f" Load average when the run started: {load:.2f}." if load is not None else ""),
+        "",
+        "| measurement | rlcli | SB3 | ratio | goal | met? |",
+        "| --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for section in sections:
+        if section.error is not None:
+            first = section.error.splitlines()[0]
+            lines.append(f"| {section.name}: failed ({first}) | | | | | |")
+            continue
+        for row in section.rows:
+            cells = []
+            for figures, note in ((row.rlcli, row.rlcli_note), (row.sb3, row.sb3_note)):
+                text = format_value(statistics.median(figures), row.unit) if figures else "-"
+                cells.append(f"{text} ({note})" if note else text)
+            ratio = row.ratio()
+            goal = str(row.goal) if row.goal else "—"
+            met = "—" if row.goal is None or ratio is None else ("yes" if row.goal.met(ratio) else "no")
+            ratio_text = "—" if ratio is None else f"{ratio:.2f}x"
+            lines.append(f"| {row.measurement} | {cells[0]} | {cells[1]} | {ratio_text} | {goal} | {met} |")
+    lines += ["", "### Raw figures", "",
+              "| section | measurement | side | seed | value | torch threads | details |",
+              "| --- | --- | --- | ---: | ---: | --- | --- |"]
+    for section in sections:
+        for run in section.runs:
+            lines.append(f"| {section.name} | {run.measurement} | {run.side} | {run.seed} | "
+                         f"{format_value(run.value, run.unit)} | {run.threads} | {run.details} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="seeds per measurement; figures are medians")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke run whose figures mean nothing")
+    parser.add_argument("--json", type=Path, help="write every raw result here")
+    parser.add_argument("--markdown", type=Path, help="write the tables here too")
+    worker = parser.add_argument_group("worker mode (used by the script itself)")
+    worker.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    worker.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    worker.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    worker.add_argument("--learning-starts", type=int, default=0, help=argparse.SUPPRESS)
+    worker.add_argument("--backend", default="auto", help=argparse.SUPPRESS)
+    worker.add_argument("--env", default="", help=argparse.SUPPRESS)
+    worker.add_argument("--n-envs", type=int, default=0, help=argparse.SUPPRESS)
+    worker.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
+    worker.add_argument("--eval-every", type=int, default=0, help=argparse.SUPPRESS)
+    opts = parser.parse_args(argv)
+    opts.sections = [name.strip() for name in opts.only.split(",") if name.strip()]
+    unknown = [name for name in opts.sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    if opts.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    return opts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = parse_args(argv)
+    if opts.worker:
+        return worker_main(opts)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    budgets = Budgets().quick() if opts.quick else Budgets()
+    ctx = Context(budgets, opts.quick, list(range(opts.repeats)), log)
+    info = machine()
+    sections = []
+    for name in opts.sections:
+        try:
+            sections.append(SECTIONS[name](ctx))
+        except (WorkerError, KeyError, ValueError, OSError) as e:
+            # one failing section (a missing extra, a changed API) should not cost the others' figures
+            log(f"[{name}] failed: {e}")
+            sections.append(Section(name, error=str(e)))
+    report = render(sections, info, opts.repeats, opts.quick)
+    print(report)
+    if opts.markdown:
+        opts.markdown.write_text(report)
+    if opts.json:
+        opts.json.write_text(json.dumps({
+            "machine": info, "repeats": opts.repeats, "quick": opts.quick, "budgets": asdict(budgets),
+            "sections": [asdict(s) for s in sections]}, indent=2) + "\n")
+    return 1 if any(s.error for s in sections) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
