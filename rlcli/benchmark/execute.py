@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from rlcli import checkpoint
 from rlcli.benchmark.plan import BenchmarkPlan, RunSpec, TrainOptions
@@ -53,6 +53,11 @@ class RunRecord(Frozen):
     returncode: int | None = None
     error: str | None = None  # the last line the failed process wrote
     process_s: float = 0.0  # wall-clock seconds of every attempt, process start-up included
+    # the options that change what a result means (-p, backend, evaluation, env module); a re-run with
+    # others must not keep these results as its own
+    settings: dict[str, Any] | None = None
+    started_at: float | None = None  # unix time the last attempt started
+    ended_at: float | None = None  # unix time the last attempt ended
     where: Literal["local", "ray"] = "local"
     pid: int | None = None  # the local training process while it runs
     command: tuple[str, ...] = ()
@@ -123,6 +128,12 @@ def run_statuses(plan: BenchmarkPlan) -> list[RunStatus]:
         if record is not None and record.steps != run.steps:
             raise UsageError(f"{run_dir} holds a run with a budget of {record.steps:,} steps, not {run.steps:,}; "
                              "choose another --out for a different budget")
+        settings = result_settings(plan.options)
+        if record is not None and record.settings is not None and record.settings != settings:
+            changed = ", ".join(f"{k} {record.settings.get(k)!r} -> {v!r}" for k, v in settings.items()
+                                if record.settings.get(k) != v)
+            raise UsageError(f"{run_dir} holds a run trained with other settings ({changed}); "
+                             "choose another --out for these")
         if has_checkpoint(run_dir):
             meta = read_meta(run_dir)
             statuses.append(RunStatus(run, "done" if meta.get("finished") else "resume", int(meta.get("steps", 0))))
@@ -203,16 +214,25 @@ def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, secon
         error = last_line(output) if returncode >= 0 else f"killed by signal {-returncode}"
         error = error or f"exit code {returncode}"
     record = record.model_copy(update={"status": status, "returncode": returncode, "error": error, "pid": None,
-                                       "process_s": record.process_s + seconds})
+                                       "process_s": record.process_s + seconds, "ended_at": time.time()})
     write_record(run_dir, record)
     return record
 
 
-def _started(run_dir: Path, run: RunSpec, command: Sequence[str], where: Literal["local", "ray"]) -> RunRecord:
+def result_settings(options: TrainOptions) -> dict[str, Any]:
+    """The options that change what a run's result means (not threads or device, which change only speed)."""
+    return options.model_dump(mode="json", include={"params", "backend", "env_module", "eval_episodes",
+                                                     "eval_every"})
+
+
+def _started(run_dir: Path, run: RunSpec, options: TrainOptions, command: Sequence[str],
+             where: Literal["local", "ray"]) -> RunRecord:
     previous = read_record(run_dir) or RunRecord.of(run)
-    record = previous.model_copy(update={"status": "running", "attempts": previous.attempts + 1,
+    record = previous.model_copy(update={"settings": result_settings(options), "status": "running",
+                                         "attempts": previous.attempts + 1,
                                          "returncode": None, "error": None, "where": where,
-                                         "command": tuple(command)})
+                                         "command": tuple(command), "started_at": time.time(),
+                                         "ended_at": None})
     run_dir.mkdir(parents=True, exist_ok=True)
     write_record(run_dir, record)
     return record
@@ -290,7 +310,7 @@ def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int,
                 return None
             if not resume:
                 _clear(run_dir)
-            record = _started(run_dir, run, command, "local")
+            record = _started(run_dir, run, plan.options, command, "local")
             log = open(run_dir / LOG, "ab")  # closed below, once the process has ended
             try:
                 log.write(_log_header(record, command))
@@ -417,7 +437,10 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
     except ImportError:
         raise UsageError("--ray needs Ray: pip install 'rlcli[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise UsageError(f"--ray {address}: cannot connect to a Ray cluster there ({e})") from None
     task = ray.remote(train_in_temporary_directory).options(
         num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
     pending = {}
@@ -428,7 +451,7 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
             _clear(run_dir)
         archive = pack(run_dir) if resume else None
         command = train_command(run, plan.options, run_dir, resume)
-        record = _started(run_dir, run, command, "ray")
+        record = _started(run_dir, run, plan.options, command, "ray")
         pending[task.remote(run, plan.options, archive)] = (run, record, command)
     ended: dict[RunSpec, RunRecord] = {}
     try:

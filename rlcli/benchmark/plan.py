@@ -136,6 +136,8 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
         raise UsageError("missing --envs: give env ids or suites (e.g. --envs classic CartPole-v1)")
     if not seeds:
         raise UsageError("--seeds needs at least one seed")
+    if any(seed < 0 for seed in seeds):
+        raise UsageError(f"--seeds must be 0 or more (environments refuse negative seeds), got {min(seeds)}")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     algos = list(dict.fromkeys(algos))

@@ -64,7 +64,11 @@ def gymnasium_name(env_id: str) -> str | None:
 
 
 def resolve_backend(env_id: str, backend: str) -> str:
-    """``auto`` picks envpool where it has the task; an id neither backend knows is a UsageError."""
+    """``auto`` picks envpool where it has the task, except classic control, where gymnasium's vector
+    env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k) and envpool's
+    0.75 s import is saved; an id neither backend knows is a UsageError."""
+    if backend == "auto" and _is_classic_control(env_id):
+        return "gymnasium"
     on_envpool = envpool_name(env_id) is not None
     on_gym = gymnasium_name(env_id) is not None
     if backend == "envpool" and not on_envpool:
@@ -77,6 +81,12 @@ def resolve_backend(env_id: str, backend: str) -> str:
             raise UsageError(unknown_env_message(env_id))
         return "envpool" if on_envpool else "gymnasium"
     return backend
+
+
+def _is_classic_control(env_id: str) -> bool:
+    # gym.registry directly: the id check must not import envpool or ale_py, whose cost it saves
+    spec = gym.registry.get(env_id)
+    return spec is not None and ".classic_control" in str(spec.entry_point)
 
 
 def unknown_env_message(env_id: str) -> str:
