@@ -716,6 +716,14 @@ def env_rows(section: Section, env_id: str, train_key: str) -> list[Row]:
             Row(f"{env_id} training steps/s as a share of its env alone", "%", [share["rlcli"]], [share["SB3"]])]
 
 
+def measure_env_alone(ctx: Context, section: Section, env_id: str, seed: int, rlcli_envs: int, sb3_envs: int) -> None:
+    """Random-action throughput of each side's env backend, with the n_envs that side trains with."""
+    for side, worker, n in (("rlcli", "env-rlcli", rlcli_envs), ("SB3", "env-sb3", sb3_envs)):
+        measure(ctx, section, "env", side, seed, "sps", "steps/s",
+                lambda worker=worker, n=n: run_worker(worker, seed, env=env_id, n_envs=n,
+                                                      seconds=ctx.budgets.env_seconds))
+
+
 def bench_cartpole(ctx: Context) -> Section:
     """CartPole-v1 PPO, each side tuned: whole-process seconds until a deterministic 10-episode
     evaluation every 2,000 env steps reaches 475; plus the env's own random-action throughput."""
@@ -730,12 +738,7 @@ def bench_cartpole(ctx: Context) -> Section:
             # steps over whole-process time: the run's average throughput, for the share of the env's limit
             section.runs.append(Run("train sps", side, seed, result["steps"] / result["process_seconds"],
                                     "steps/s", threads_text(result), "steps at stop / process seconds", result))
-        measure(ctx, section, "env", "rlcli", seed, "sps", "steps/s",
-                lambda seed=seed, n=ours["n_envs"]: run_worker("env-rlcli", seed, env="CartPole-v1", n_envs=n,
-                                                              seconds=ctx.budgets.env_seconds))
-        measure(ctx, section, "env", "SB3", seed, "sps", "steps/s",
-                lambda seed=seed, n=theirs["n_envs"]: run_worker("env-sb3", seed, env="CartPole-v1", n_envs=n,
-                                                                seconds=ctx.budgets.env_seconds))
+        measure_env_alone(ctx, section, "CartPole-v1", seed, ours["n_envs"], theirs["n_envs"])
     reached = {side: [r.result["reached"] for r in section.runs if r.measurement == "time" and r.side == side]
                for side in SIDES}
     notes = {side: f"{sum(flags)}/{len(flags)} reached 475" for side, flags in reached.items()}
@@ -762,12 +765,7 @@ def bench_hopper_ppo(ctx: Context) -> Section:
                        lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget))
         theirs = measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
                          lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget))
-        measure(ctx, section, "env", "rlcli", seed, "sps", "steps/s",
-                lambda seed=seed, n=ours["n_envs"]: run_worker("env-rlcli", seed, env="Hopper-v5", n_envs=n,
-                                                              seconds=ctx.budgets.env_seconds))
-        measure(ctx, section, "env", "SB3", seed, "sps", "steps/s",
-                lambda seed=seed, n=theirs["n_envs"]: run_worker("env-sb3", seed, env="Hopper-v5", n_envs=n,
-                                                                seconds=ctx.budgets.env_seconds))
+        measure_env_alone(ctx, section, "Hopper-v5", seed, ours["n_envs"], theirs["n_envs"])
     section.rows += [
         Row(f"Hopper-v5 PPO, each tuned: env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 5)),
