@@ -9,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -29,6 +29,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def report_of(directory, rows):
+    """The report ``rlcli benchmark report`` makes from a results.json holding ``rows``."""
+    (directory / "results.json").write_text(json.dumps({"format": "rlcli-benchmark-results-v1", "runs": rows}))
+    result = runner.invoke(app, ["benchmark", "report", str(directory)])
+    assert result.exit_code == 0, result.output
+    return (directory / "report.md").read_text()
 
 
 def record(run_dir):
@@ -75,7 +83,7 @@ def test_tiny_grid_runs_end_to_end_and_writes_table_and_figures(grid):
         assert data.startswith(PNG) and len(data) > 5_000
     report = (out / "report.md").read_text()
     assert "![CartPole-v1](figures/curves_CartPole-v1.png)" in report
-    assert re.search(r"\| CartPole-v1 \| ppo \| 2,048 \| 2 \| -?[\d.]+ ± [\d.]+ \|", report)
+    assert re.search(r"\| CartPole-v1 \| ppo \| 2,048 \| 2,048 \| 2 \| -?[\d.]+ ± [\d.]+ \|", report)
     assert "— (cleanrl: 490.0 at 500,000)" in report  # published at another budget only
 
 
@@ -202,40 +210,142 @@ def test_a_failing_run_is_reported_and_the_others_complete(tmp_path, monkeypatch
     assert rows["CartPole-v1"]["status"] == "finished" and not rows["CartPole-v1"]["error"]
     assert "Traceback" in (out / "runs" / "Crash-v0__ppo__s1" / "train.log").read_text()
     report = (out / "report.md").read_text()
-    assert "| Crash-v0 | ppo | 2,048 | 0 of 1 | — |" in report
+    assert "| Crash-v0 | ppo | 2,048 | — | 0 of 1 | — |" in report
     assert "RuntimeError: the simulator crashed" in report
     assert "Left out (no normalisation): Crash-v0." in report
 
 
-def test_an_interrupted_benchmark_resumes(tmp_path):
-    out = tmp_path / "bench"
-    args = ["benchmark", "--envs", "CartPole-v1", "--seeds", "1", "--workers", "1", "--out", str(out), *TINY,
-            "--steps", "8192", "--eval-every", "256"]
-    run_dir = out / "runs" / "CartPole-v1__ppo__s1"
+BLOCKING_ENV = '''
+import os
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+STEPS = [0]
+
+
+class BlockingCartPole(CartPoleEnv):
+    """CartPole that, after 1,500 steps in its process, blocks until the file $RLCLI_TEST_RELEASE exists:
+    the run is still training whenever the test interrupts it. With $RLCLI_TEST_STUBBORN set it also
+    ignores Ctrl-C while it blocks, as a run stuck in a simulator would."""
+
+    def step(self, action):
+        STEPS[0] += 1
+        if STEPS[0] > 1500 and not os.path.exists(os.environ["RLCLI_TEST_RELEASE"]):
+            open(os.environ["RLCLI_TEST_RELEASE"] + ".blocked", "w").close()
+        while STEPS[0] > 1500 and not os.path.exists(os.environ["RLCLI_TEST_RELEASE"]):
+            try:
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                if not os.environ.get("RLCLI_TEST_STUBBORN"):
+                    raise
+        return super().step(action)
+
+
+gym.register("BlockingCartPole-v0", entry_point=BlockingCartPole, max_episode_steps=500)
+'''
+
+
+@pytest.fixture
+def blocking_env(tmp_path, monkeypatch):
+    """``--env-module blocking_env`` registers BlockingCartPole-v0; returns the file that releases it."""
+    (tmp_path / "blocking_env.py").write_text(BLOCKING_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    release = tmp_path / "release"
+    monkeypatch.setenv("RLCLI_TEST_RELEASE", str(release))
+    return release
+
+
+def _start_benchmark(args, release):
+    """A benchmark process, once its run has saved a first checkpoint and is blocked in its env."""
     proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 90
-    while not (run_dir / "meta.json").is_file():  # the run has saved its first checkpoint
+    while not Path(f"{release}.blocked").is_file():
         assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
         time.sleep(0.1)
+    return proc
+
+
+def test_an_interrupted_benchmark_resumes(tmp_path, blocking_env):
+    out = tmp_path / "bench"
+    args = ["benchmark", "--envs", "BlockingCartPole-v0", "--env-module", "blocking_env", "--seeds", "1",
+            "--workers", "1", "--out", str(out), *TINY, "--steps", "4096", "--eval-every", "256"]
+    run_dir = out / "runs" / "BlockingCartPole-v0__ppo__s1"
+    proc = _start_benchmark(args, blocking_env)
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, output
+    assert "Stopping 1 running run(s), each saves a checkpoint" in output
     assert "Interrupted. Re-run the same command to resume" in output
     assert record(run_dir)["status"] == "interrupted"
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert not meta["finished"] and 0 < meta["steps"] < 8192
+    assert not meta["finished"] and 0 < meta["steps"] < 4096
     interrupted_at = meta["steps"]
 
+    blocking_env.touch()
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "0 finished already (kept), 1 to resume, 0 to start" in result.output
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["finished"] and meta["steps"] == 8192
+    assert meta["finished"] and meta["steps"] == 4096
     assert record(run_dir)["attempts"] == 2 and record(run_dir)["status"] == "finished"
-    assert f"Resuming CartPole-v1 (ppo) in {run_dir} at step {interrupted_at:,}" in (run_dir / "train.log").read_text()
+    log = (run_dir / "train.log").read_text()
+    assert f"Resuming BlockingCartPole-v0 (ppo) in {run_dir} at step {interrupted_at:,}" in log
     steps = [int(line.split(",")[0]) for line in (run_dir / "metrics.csv").read_text().splitlines()[1:]]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)  # continued, not started again
+
+
+def test_a_hangup_stops_the_runs_and_a_second_ctrl_c_terminates_a_stuck_one(tmp_path, blocking_env, monkeypatch):
+    monkeypatch.setenv("RLCLI_TEST_STUBBORN", "1")
+    out = tmp_path / "bench"
+    run_dir = out / "runs" / "BlockingCartPole-v0__ppo__s1"
+    proc = _start_benchmark(["benchmark", "--envs", "BlockingCartPole-v0", "--env-module", "blocking_env",
+                             "--seeds", "1", "--out", str(out), *TINY, "--steps", "4096"], blocking_env)
+    child = record(run_dir)["pid"]
+    proc.send_signal(signal.SIGHUP)  # the terminal closed: the run is asked to save, and ignores it
+    time.sleep(2)
+    assert proc.poll() is None and os.path.exists(f"/proc/{child}"), "the stuck run was not waited for"
+    proc.send_signal(signal.SIGINT)  # a second stop: the run is terminated
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output
+    assert "Sent SIGTERM to the running runs." in output
+    assert record(run_dir)["status"] == "interrupted" and record(run_dir)["returncode"] == -signal.SIGTERM
+    assert not os.path.exists(f"/proc/{child}") or "zombie" in Path(f"/proc/{child}/status").read_text().lower()
+
+
+def test_a_ray_task_stops_its_run_with_a_checkpoint_at_each_level(tmp_path):
+    from rlcli.benchmark.execute import train_until_stopped
+
+    script = tmp_path / "run.py"
+    script.write_text("import signal, sys, time\n"
+                      "signal.signal(signal.SIGINT, lambda *_: (print('saved', flush=True), sys.exit(130)))\n"
+                      "print('training', flush=True)\ntime.sleep(60)\n")
+    asked = iter([0, 0, 1, 1, 1, 1])
+    start = time.monotonic()
+    returncode, output = train_until_stopped([sys.executable, str(script)], 1, lambda: next(asked, 1), poll_s=0.2)
+    assert returncode == 130 and output.split() == ["training", "saved"]
+    assert time.monotonic() - start < 30
+    ignores = tmp_path / "stuck.py"
+    ignores.write_text("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n")
+    levels = iter([0] * 10 + [1] * 5)  # 2 s to start and ignore SIGINT, then SIGINT (ignored), then SIGTERM
+    returncode, _ = train_until_stopped([sys.executable, str(ignores)], 1, lambda: next(levels, 2), poll_s=0.2)
+    assert returncode == -signal.SIGTERM
+
+
+def test_aggregates_compare_algorithms_on_the_envs_they_share(tmp_path):
+    def row(algo, env_id, seed, final):
+        return {"algo": algo, "env_id": env_id, "seed": seed, "budget": 1000, "status": "finished", "steps": 1000,
+                "final_return": final, "best_return": final, "curve": [[1000, final]]}
+
+    report = report_of(tmp_path, [row("ppo", "CartPole-v1", 1, 500.0), row("ppo", "Pendulum-v1", 1, -200.0),
+                                  row("sac", "Pendulum-v1", 1, -150.0)])
+    assert ("Over the 1 env(s) every algorithm ran: Pendulum-v1; left out, not run by every algorithm: "
+            "CartPole-v1.") in report
+    # Pendulum random -1207.56, reference 0: ppo (-200 + 1207.56) / 1207.56, not averaged with CartPole's 1.1
+    assert _aggregate_row(report)["mean"] == pytest.approx(1 - 200 / 1207.56, abs=0.0006)
 
 
 def test_ray_runs_the_same_grid_as_tasks(tmp_path):
@@ -270,6 +380,8 @@ def test_ray_runs_the_same_grid_as_tasks(tmp_path):
     (["report", "/no/such/dir"], "no benchmark directory /no/such/dir"),
     (["compare", "/no/such/dir", "."], "no benchmark directory /no/such/dir"),
     (["CartPole-v1"], "environments go after --envs, e.g. rlcli benchmark --envs CartPole-v1"),
+    (["--envs", "CartPole-v1", "--out", __file__], "is a file; give a directory for the benchmark"),
+    (["--envs", "CartPole-v1", "--out", f"{__file__}/sub"], "which is a file; give a directory"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, expected):
     result = runner.invoke(app, ["benchmark", *args])
@@ -311,7 +423,11 @@ def test_suites_and_reference_data_hold_together():
     assert sources == {"cleanrl", "sb3-zoo"}
     (pong,) = [p for p in published_for("ppo", "Pong-v5", 10_000_000) if p.env_version == "v5-envpool"]
     assert pong.mean == pytest.approx(20.45) and pong.where.startswith("cleanrl docs")
-    assert np.isclose(published_for("sac", "Humanoid-v5", 2_000_000)[0].mean, 6232)
+    assert published_for("sac", "Humanoid-v5", 2_000_000)[0].mean == pytest.approx(6232.287)
+    assert len(suites["atari57"].envs) == 57
+    for score in published_for("ppo", "Hopper-v5", 1_000_000):  # each number says where it is from and what it is
+        assert score.return_kind in ("training", "eval-deterministic", "eval-stochastic")
+        assert score.url.startswith("https://github.com/") and len(score.commit) == 40
 
 
 def test_report_from_a_results_file_shows_the_published_score_at_the_same_budget(tmp_path):
@@ -319,12 +435,10 @@ def test_report_from_a_results_file_shows_the_published_score_at_the_same_budget
              "steps": 500_000, "final_return": final, "best_return": 500.0,
              "curve": [[250_000, 300.0], [500_000, final]]}
             for seed, final in ((1, 480.0), (2, 500.0))]
-    (tmp_path / "results.json").write_text(json.dumps({"format": "rlcli-benchmark-results-v1", "runs": rows}))
-    result = runner.invoke(app, ["benchmark", "report", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    report = (tmp_path / "report.md").read_text()
-    assert ("| CartPole-v1 | ppo | 500,000 | 2 | 490.0 ± 10.0 | 500.0 ± 0.0 | "
-            "490.0 ± 6.1 (cleanrl, CartPole-v1, 3 seeds) |") in report
+    report = report_of(tmp_path, rows)
+    assert ("| CartPole-v1 | ppo | 500,000 | 500,000 | 2 | 490.0 ± 10.0 | 500.0 ± 0.0 | "
+            "490.0 ± 6.1 (cleanrl, CartPole-v1, 3 seeds, training) |") in report
+    assert "- cleanrl: [cleanrl docs rl-algorithms/ppo.md (ppo.py)](https://github.com/vwxyzjn/cleanrl/blob/" in report
     # normalised (480 - 23.68) / (475 - 23.68) = 1.0111 and 1.0554: both above 1, so the gap is 0
     got = _aggregate_row(report)
     assert got["IQM"] == pytest.approx(1.033, abs=0.0006) and got["gap"] == 0.0

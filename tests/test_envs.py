@@ -87,3 +87,15 @@ def test_custom_env_module_registers_ids(tmp_path, monkeypatch):
     assert env.backend == "gymnasium" and env.reset().shape == (2, 4)
     with pytest.raises(UsageError, match="could not be imported"):
         import_env_module("no_such_module_here")
+
+
+def test_a_missing_simulator_is_one_line_naming_the_extra():
+    import subprocess
+    import sys
+
+    # a fresh process in which MuJoCo cannot be imported, as on a machine without the extra
+    code = ("import sys; sys.modules['mujoco'] = None; sys.argv = ['rlcli', 'train', 'Hopper-v5', "
+            "'--backend', 'gymnasium']; from rlcli.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "error: Hopper-v5 needs MuJoCo, which is not installed: pip install 'rlcli[mujoco]'"

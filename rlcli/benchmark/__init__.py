@@ -48,11 +48,12 @@ def make_report(directory: Path, out: Path | None = None, reps: int = BOOTSTRAP_
 
 def run_benchmark(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, gpus_per_run: float = 0.0,
                   on_finish: Callable[[RunSpec, RunRecord], None] | None = None,
-                  reps: int = BOOTSTRAP_REPS) -> tuple[list[RunRecord], Report]:
+                  reps: int = BOOTSTRAP_REPS, notify: Callable[[str], None] | None = None
+                  ) -> tuple[list[RunRecord], Report]:
     """Executes the plan, then writes the results table and the report of every run in its directory.
     On Ctrl-C the table and report are written for what has finished, and BenchmarkInterrupted raised."""
     try:
-        records = execute(plan, workers, ray_address, gpus_per_run, on_finish)
+        records = execute(plan, workers, ray_address, gpus_per_run, on_finish, notify)
     except BenchmarkInterrupted:
         if collect_results(plan.directory):
             make_report(plan.directory, reps=reps)

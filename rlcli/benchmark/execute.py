@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -37,6 +37,9 @@ from rlcli.errors import UsageError
 
 LOG, RECORD, PLAN, LOCK = "train.log", "benchmark-run.json", "benchmark.json", ".lock"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# what a running run is sent at the first, second and later Ctrl-C of a benchmark
+ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 Status = Literal["pending", "running", "finished", "failed", "interrupted"]
 Action = Literal["done", "resume", "new"]
 
@@ -84,6 +87,7 @@ class BenchmarkInterrupted(Exception):
 
 
 OnFinish = Callable[[RunSpec, RunRecord], None]
+Notify = Callable[[str], None]  # a line for the user, such as what happens while running runs stop
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -264,10 +268,12 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def execute(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, gpus_per_run: float = 0.0,
-            on_finish: OnFinish | None = None) -> list[RunRecord]:
+            on_finish: OnFinish | None = None, notify: Notify | None = None) -> list[RunRecord]:
     """Runs every run of ``plan`` that is not finished yet, ``workers`` at a time (or on the Ray cluster at
     ``ray_address``); returns one record per run of the plan, in its order. ``on_finish`` is called in
-    this thread as each run ends. Raises BenchmarkInterrupted on Ctrl-C, after the running runs saved."""
+    this thread as each run ends, ``notify`` with what happens while runs stop. Raises
+    BenchmarkInterrupted on Ctrl-C, SIGTERM or SIGHUP, after the running runs saved (a second Ctrl-C
+    terminates them, a third kills them)."""
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     with _locked(plan.directory):
@@ -275,16 +281,16 @@ def execute(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, g
         checkpoint.write_json(plan.directory / PLAN, plan.model_dump(mode="json"))
         todo = [s for s in statuses if s.action != "done"]
         if ray_address is not None:
-            ended = _execute_on_ray(plan, todo, ray_address, gpus_per_run, on_finish)
+            ended = _execute_on_ray(plan, todo, ray_address, gpus_per_run, on_finish, notify)
         else:
-            ended = _execute_locally(plan, todo, workers, on_finish)
+            ended = _execute_locally(plan, todo, workers, on_finish, notify)
     kept = [(read_record(plan.run_dir(s.run)) or RunRecord.of(s.run)).model_copy(update={"status": "finished"})
             if s.action == "done" else None for s in statuses]
     return [ended.get(s.run) or k or RunRecord.of(s.run) for s, k in zip(statuses, kept, strict=True)]
 
 
-def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int,
-                     on_finish: OnFinish | None) -> dict[RunSpec, RunRecord]:
+def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int, on_finish: OnFinish | None,
+                     notify: Notify | None) -> dict[RunSpec, RunRecord]:
     stop = threading.Event()
     lock = threading.Lock()
     live: set[subprocess.Popen] = set()
@@ -337,25 +343,50 @@ def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int,
             output = f.read().decode(errors="replace")
         return _ended(run_dir, record, returncode, output, time.monotonic() - start, stop.is_set())
 
+    def collect(future: Future, run: RunSpec) -> None:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            record = future.result()
+            if record is not None and run not in ended:
+                ended[run] = record
+                if on_finish:
+                    on_finish(run, record)
+
+    def stop_runs() -> None:
+        """Each running run gets SIGINT (it saves a checkpoint and exits 130, as at a Ctrl-C of its own);
+        each further Ctrl-C while they save escalates to SIGTERM, then SIGKILL."""
+        level = 0
+        with lock:
+            stop.set()
+            waiting = len(live)
+            for proc in live:
+                proc.send_signal(ESCALATION[level])
+        pool.shutdown(wait=False, cancel_futures=True)
+        if notify and waiting:
+            notify(f"Stopping {waiting} running run(s), each saves a checkpoint; Ctrl-C again to terminate them.")
+        while True:
+            try:
+                wait(futures)
+                return
+            except KeyboardInterrupt:
+                level = min(level + 1, len(ESCALATION) - 1)
+                with lock:
+                    for proc in live:
+                        proc.send_signal(ESCALATION[level])
+                if notify:
+                    notify(f"Sent {signal.Signals(ESCALATION[level]).name} to the running runs.")
+
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcli-benchmark")
+    futures: dict[Future, RunSpec] = {}
     with _signals_stop_the_benchmark():
-        futures = {pool.submit(one, status): status.run for status in todo}
         try:
+            for status in todo:
+                futures[pool.submit(one, status)] = status.run
             for future in as_completed(futures):
-                record = future.result()
-                if record is not None:
-                    ended[futures[future]] = record
-                    if on_finish:
-                        on_finish(futures[future], record)
+                collect(future, futures[future])
         except KeyboardInterrupt:
-            with lock:
-                stop.set()
-                for proc in live:  # each saves a checkpoint and exits 130, as at a Ctrl-C of its own
-                    proc.send_signal(signal.SIGINT)
-            pool.shutdown(wait=True, cancel_futures=True)
+            stop_runs()
             for future, run in futures.items():
-                if future.done() and not future.cancelled() and future.exception() is None and future.result():
-                    ended[run] = future.result()
+                collect(future, run)
             raise BenchmarkInterrupted(list(ended.values())) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -364,10 +395,11 @@ def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int,
 
 @contextmanager
 def _signals_stop_the_benchmark() -> Iterator[None]:
-    """SIGTERM stops the benchmark as Ctrl-C does (its runs save and stop) instead of leaving their processes
-    training on their own. SIGINT, where it was ignored (a job started with ``&`` from a script), is
-    handled again: the runs inherit its disposition and must be able to receive the SIGINT that stops
-    them with a checkpoint. Only the main thread may set signal handlers."""
+    """SIGTERM and SIGHUP (a closed terminal or SSH session) stop the benchmark as Ctrl-C does (its runs
+    save and stop) instead of leaving their processes, which sit in sessions of their own, training on.
+    SIGINT, where it was ignored (a job started with ``&`` from a script), is handled again: the runs
+    inherit its disposition and must be able to receive the SIGINT that stops them with a checkpoint.
+    Only the main thread may set signal handlers."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -375,15 +407,17 @@ def _signals_stop_the_benchmark() -> Iterator[None]:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous_term = signal.signal(signal.SIGTERM, interrupt)
-    previous_int = signal.getsignal(signal.SIGINT)
-    if previous_int == signal.SIG_IGN:
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        if signum != signal.SIGINT:
+            signal.signal(signum, interrupt)
+    if previous[signal.SIGINT] == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
-        signal.signal(signal.SIGINT, previous_int)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -408,30 +442,86 @@ def unpack(data: bytes, run_dir: Path) -> None:
 
 
 class RemoteResult(NamedTuple):
-    returncode: int
+    returncode: int | None  # None: the task did not start training (the benchmark was being stopped)
     output: str
     archive: bytes | None  # the run directory after training
     seconds: float
 
 
-def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: bytes | None) -> RemoteResult:
+class StopLevel:
+    """A Ray actor the driver raises on Ctrl-C and the tasks poll: 0 train on, 1 SIGINT (save and stop),
+    2 SIGTERM, 3 SIGKILL. Polling instead of cancelling the task: a cancelled task returns nothing, so the
+    checkpoint its run just saved would be lost with its temporary directory."""
+
+    def __init__(self) -> None:
+        self.level = 0
+
+    def raise_to(self, level: int) -> None:
+        self.level = max(self.level, level)
+
+    def get(self) -> int:
+        return self.level
+
+
+def _die_with_parent() -> None:  # pragma: no cover  (runs in the child between fork and exec)
+    """Linux: the training process gets SIGTERM when the task's worker dies (a killed worker would
+    otherwise leave it training on its own)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def train_until_stopped(command: Sequence[str], threads: int, stop_level: Callable[[], int],
+                        poll_s: float = 0.5) -> tuple[int, str]:
+    """Runs ``command`` to its end, sending it the signal of each new ``stop_level()`` (see StopLevel);
+    returns its exit code and output."""
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=child_environment(threads),
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        sent = 0
+        while proc.poll() is None:
+            level = min(stop_level(), len(ESCALATION))
+            if level > sent:
+                proc.send_signal(ESCALATION[level - 1])
+                sent = level
+            try:
+                proc.wait(timeout=poll_s)
+            except subprocess.TimeoutExpired:
+                pass
+        output.seek(0)
+        return proc.returncode, output.read().decode(errors="replace")
+
+
+def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: bytes | None,
+                                 stop_level: Any = None) -> RemoteResult:
     """The body of a Ray task: train (or resume from ``archive``) in a temporary directory on this node
-    and return the process's output and the run directory."""
+    and return the process's output and the run directory. ``stop_level``: a StopLevel actor handle."""
+    def level() -> int:
+        if stop_level is None:
+            return 0
+        import ray
+
+        return int(ray.get(stop_level.get.remote()))
+
+    if level():
+        return RemoteResult(None, "", archive, 0.0)
     with tempfile.TemporaryDirectory(prefix="rlcli-benchmark-") as tmp:
         run_dir = Path(tmp) / run.name
         if archive is not None:
             unpack(archive, run_dir)
         command = train_command(run, options, run_dir, resume=archive is not None)
         start = time.monotonic()
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env=child_environment(options.threads))
+        returncode, output = train_until_stopped(command, options.threads, level)
         seconds = time.monotonic() - start
-        return RemoteResult(proc.returncode, proc.stdout.decode(errors="replace"),
-                            pack(run_dir) if run_dir.is_dir() else None, seconds)
+        return RemoteResult(returncode, output, pack(run_dir) if run_dir.is_dir() else None, seconds)
 
 
 def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gpus_per_run: float,
-                    on_finish: OnFinish | None) -> dict[RunSpec, RunRecord]:
+                    on_finish: OnFinish | None, notify: Notify | None) -> dict[RunSpec, RunRecord]:
     try:
         import ray
     except ImportError:
@@ -443,38 +533,68 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
             raise UsageError(f"--ray {address}: cannot connect to a Ray cluster there ({e})") from None
     task = ray.remote(train_in_temporary_directory).options(
         num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
-    pending = {}
-    for status in todo:
-        run, run_dir = status.run, plan.run_dir(status.run)
-        resume = status.action == "resume"
-        if not resume:
-            _clear(run_dir)
-        archive = pack(run_dir) if resume else None
-        command = train_command(run, plan.options, run_dir, resume)
-        record = _started(run_dir, run, plan.options, command, "ray")
-        pending[task.remote(run, plan.options, archive)] = (run, record, command)
+    stop_level = ray.remote(StopLevel).options(num_cpus=0).remote()
+    pending: dict[Any, tuple[RunSpec, RunRecord, list[str], RunRecord | None]] = {}
     ended: dict[RunSpec, RunRecord] = {}
-    try:
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            run, record, command = pending.pop(ref)
-            run_dir = plan.run_dir(run)
-            try:
-                result: RemoteResult = ray.get(ref)
-            except ray.exceptions.RayError as e:
-                result = RemoteResult(1, f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}", None, 0.0)
-            with open(run_dir / LOG, "ab") as log:
-                log.write(_log_header(record, command) + result.output.encode())
-            if result.archive is not None:
-                _clear(run_dir)
-                unpack(result.archive, run_dir)
-            ended[run] = _ended(run_dir, record, result.returncode, result.output, result.seconds, False)
-            if on_finish:
-                on_finish(run, ended[run])
-    except KeyboardInterrupt:
-        for ref, (run, record, _) in pending.items():
-            ray.cancel(ref, force=True)
-            ended[run] = record.model_copy(update={"status": "interrupted", "error": "interrupted"})
-            write_record(plan.run_dir(run), ended[run])
-        raise BenchmarkInterrupted(list(ended.values())) from None
+    stopping = False
+
+    def gather(ref: Any) -> None:
+        run, record, command, before = pending.pop(ref)
+        run_dir = plan.run_dir(run)
+        try:
+            result: RemoteResult = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            result = RemoteResult(1, f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}", None, 0.0)
+        if result.returncode is None:  # never started: the run is as it was before this benchmark
+            ended[run] = (before or RunRecord.of(run)).model_copy(update={"status": "interrupted",
+                                                                           "error": "interrupted"})
+            write_record(run_dir, ended[run])
+            return
+        with open(run_dir / LOG, "ab") as log:
+            log.write(_log_header(record, command) + result.output.encode())
+        if result.archive is not None:
+            _clear(run_dir)
+            unpack(result.archive, run_dir)
+        ended[run] = _ended(run_dir, record, result.returncode, result.output, result.seconds, stopping)
+        if on_finish:
+            on_finish(run, ended[run])
+
+    with _signals_stop_the_benchmark():
+        try:
+            for status in todo:
+                run, run_dir = status.run, plan.run_dir(status.run)
+                resume = status.action == "resume"
+                before = read_record(run_dir)
+                if not resume:
+                    _clear(run_dir)
+                archive = pack(run_dir) if resume else None
+                command = train_command(run, plan.options, run_dir, resume)
+                record = _started(run_dir, run, plan.options, command, "ray")
+                pending[task.remote(run, plan.options, archive, stop_level)] = (run, record, command, before)
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                gather(ref)
+        except KeyboardInterrupt:
+            stopping = True
+            level = 1
+            stop_level.raise_to.remote(level)
+            if notify and pending:
+                notify(f"Stopping {len(pending)} Ray task(s), each saves a checkpoint; Ctrl-C again to terminate.")
+            while pending:
+                try:
+                    (ref,), _ = ray.wait(list(pending), num_returns=1)
+                    gather(ref)
+                except KeyboardInterrupt:
+                    level += 1
+                    if level <= len(ESCALATION):
+                        stop_level.raise_to.remote(level)
+                        if notify:
+                            notify(f"Sent {signal.Signals(ESCALATION[level - 1]).name} to the running runs.")
+                        continue
+                    for ref, (run, record, _, _) in list(pending.items()):  # the tasks themselves do not answer
+                        ray.cancel(ref, force=True)
+                        ended[run] = record.model_copy(update={"status": "interrupted", "error": "interrupted"})
+                        write_record(plan.run_dir(run), ended[run])
+                    pending.clear()
+            raise BenchmarkInterrupted(list(ended.values())) from None
     return ended

@@ -140,6 +140,8 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
         raise UsageError(f"--seeds must be 0 or more (environments refuse negative seeds), got {min(seeds)}")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be at least 1, got {steps}")
+    if directory is not None:
+        check_directory(directory)
     algos = list(dict.fromkeys(algos))
     seeds = list(dict.fromkeys(seeds))
     import_env_module(options.env_module)
@@ -163,6 +165,16 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
     runs.sort(key=lambda r: (algos.index(r.algo), envs.index(r.env_id), seeds.index(r.seed)))
     return BenchmarkPlan(directory=directory or default_directory(algos, env_tokens, steps), runs=tuple(runs),
                          options=options, skipped=tuple(skipped))
+
+
+def check_directory(directory: Path) -> None:
+    """A UsageError unless ``directory`` is a directory or could be made one (no file in the way)."""
+    for path in (directory, *directory.parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is a file" if path == directory else f"is inside {path}, which is a file"
+                raise UsageError(f"--out {directory} {what}; give a directory for the benchmark")
+            return
 
 
 def default_directory(algos: list[str], env_tokens: list[str], steps: int | None) -> Path:

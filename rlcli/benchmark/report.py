@@ -51,6 +51,14 @@ def mean_std(values: list[float]) -> str:
     return plus_minus(float(np.mean(values)), float(np.std(values))) if values else "—"
 
 
+def steps_range(steps: list[int]) -> str:
+    """``100,352``, or ``min–max`` where runs trained for different numbers of steps."""
+    if not steps:
+        return "—"
+    low, high = min(steps), max(steps)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
 def interval_text(i: stats.Interval) -> str:
     return f"{i.estimate:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
@@ -77,7 +85,7 @@ def _published_text(algo: str, env_id: str, budget: int) -> str:
     same = published_for(algo, env_id, budget)
     if same:
         return "; ".join(f"{plus_minus(p.mean, p.std)} ({p.source}, {p.env}-{p.env_version}, "
-                         f"{p.seeds or '?'} seed{'s' * (p.seeds != 1)})" for p in same)
+                         f"{p.seeds or '?'} seed{'s' * (p.seeds != 1)}, {p.return_kind})" for p in same)
     other = published_elsewhere(algo, env_id)
     if other:
         return "— (" + "; ".join(f"{p.source}: {number(p.mean)} at {p.steps:,}" for p in other) + ")"
@@ -212,9 +220,11 @@ def write_report(results: list[RunResult], directory: Path, reps: int = BOOTSTRA
              "Remake with `rlcli benchmark report DIR`.", ""]
 
     lines += ["## Final return per environment", "",
-              "Mean ± std across seeds of each run's last evaluation (and of its best one). Published: "
+              "Mean ± std across seeds of each run's last evaluation (and of its best one), made at the "
+              "steps trained (the budget rounded up to whole rollouts). Published: "
               "the same algorithm and env at the same budget in env steps (other budgets in brackets); "
-              "env versions differ between sources.", ""]
+              "env versions differ between sources, and so does the kind of return (training: the learning "
+              "policy's own episodes; eval: separate evaluation episodes); sources at the end.", ""]
     rows = []
     for env_id in envs:
         for algo in algos:
@@ -224,10 +234,12 @@ def write_report(results: list[RunResult], directory: Path, reps: int = BOOTSTRA
             done = _finished(group)
             budget = max(r.budget for r in group)
             count = f"{len(done)}" if len(done) == len(group) else f"{len(done)} of {len(group)}"
-            rows.append([env_id, algo, f"{budget:,}", count, mean_std([r.final_return for r in done]),
+            rows.append([env_id, algo, f"{budget:,}", steps_range([r.steps for r in done]), count,
+                         mean_std([r.final_return for r in done]),
                          mean_std([r.best_return for r in done if r.best_return is not None]),
                          _published_text(algo, env_id, budget)])
-    lines += _table(["env", "algo", "budget", "seeds", "final return", "best return", "published"], rows)
+    lines += _table(["env", "algo", "budget", "steps trained", "seeds", "final return", "best return", "published"],
+                    rows)
 
     lines += ["", "## Learning curves", "", "Mean evaluation return across seeds, shaded ±1 std.", ""]
     for env_id in envs:
@@ -247,6 +259,7 @@ def write_report(results: list[RunResult], directory: Path, reps: int = BOOTSTRA
                     [[r.algo, r.env_id, str(r.seed), r.status, f"{r.steps:,}", number(r.final_return),
                       number(r.best_return), number(r.wall_time_s), number(r.sps), number(r.process_s),
                       r.error or ""] for r in results])
+    lines += _sources_section(results)
     lines += ["", "## Versions", ""]
     for versions in _ordered(", ".join(f"{k} {v}" for k, v in r.versions.items()) for r in results if r.versions):
         lines.append(f"- {versions}")
@@ -258,6 +271,15 @@ def write_report(results: list[RunResult], directory: Path, reps: int = BOOTSTRA
     return path
 
 
+def _sources_section(results: list[RunResult]) -> list[str]:
+    shown = {(p.source, p.url): p for r in results for p in published_elsewhere(r.algo, r.env_id)}
+    if not shown:
+        return []
+    return ["", "## Published scores: sources", ""] + [
+        f"- {p.source}: [{p.where}]({p.url})" + (f" at commit {p.commit[:10]}" if p.commit else "")
+        for p in shown.values()]
+
+
 def _aggregate_section(results: list[RunResult], algos: list[str], figures: Path, reps: int) -> list[str]:
     lines = ["## Aggregate metrics", "",
              "Normalised score = (return − random) / (reference − random) per env (sources below). IQM: mean "
@@ -266,11 +288,24 @@ def _aggregate_section(results: list[RunResult], algos: list[str], figures: Path
              f"({reps:,} resamples).", ""]
     intervals: dict[str, dict[str, stats.Interval]] = {}
     rows, used, missing = [], [], []
+    by_algo: dict[str, dict[str, np.ndarray]] = {}
     for algo in algos:
         scores, left_out = normalized_scores([r for r in results if r.algo == algo])
         missing += left_out
-        if not scores:
-            continue
+        if scores:
+            by_algo[algo] = scores
+    # algorithms are compared on the same envs: SAC, say, skips the discrete ones PPO ran
+    shared = [e for e in _ordered(e for scores in by_algo.values() for e in scores)
+              if all(e in scores for scores in by_algo.values())]
+    apart = [e for e in _ordered(e for scores in by_algo.values() for e in scores) if e not in shared]
+    if len(by_algo) > 1 and shared:
+        by_algo = {algo: {e: scores[e] for e in shared} for algo, scores in by_algo.items()}
+        lines += [f"Over the {len(shared)} env(s) every algorithm ran: {', '.join(shared)}"
+                  + (f"; left out, not run by every algorithm: {', '.join(apart)}." if apart else "."), ""]
+    elif len(by_algo) > 1:
+        lines += ["The algorithms share no env: each row aggregates its own envs, and the rows are not comparable.",
+                  ""]
+    for algo, scores in by_algo.items():
         used += list(scores)
         intervals[algo] = stats.aggregate_intervals(scores, reps=reps, confidence=CONFIDENCE)
         rows.append([algo, *(interval_text(i) for i in intervals[algo].values()), str(len(scores)),

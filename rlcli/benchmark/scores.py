@@ -2,7 +2,8 @@
 returns that normalise scores for aggregate metrics. Each number carries its source.
 
 ``rlcli/data/published_scores.csv``: final returns other libraries publish (source, algo, env name
-without version, the env version they used, budget in env steps, mean, std, seeds, where).
+without version, the env version they used, budget in env steps, mean, std, seeds, the kind of return,
+and where: URL, commit, description).
 ``rlcli/data/normalization.csv``: per env id, the return of a uniform random policy and a reference
 return (human for Atari, a published or defined level elsewhere), each with its source.
 """
@@ -32,6 +33,11 @@ class Published(NamedTuple):
     std: float | None
     seeds: int | None
     where: str
+    # "training" (the learning policy's own episodes), "eval-deterministic" or "eval-stochastic": what
+    # the number measures, as its source says; rlcli's reports are eval-deterministic
+    return_kind: str
+    url: str  # the published page, pinned at ``commit`` where it lives in a repository
+    commit: str
 
 
 class Normalization(NamedTuple):
@@ -63,7 +69,8 @@ def _number(text: str) -> float | None:
 def published_scores() -> tuple[Published, ...]:
     return tuple(Published(r["source"], r["algo"], r["env_id"], r["env_version_used"], int(r["steps"]),
                            float(r["mean_return"]), _number(r["std_return"]),
-                           int(r["seeds"]) if r["seeds"].strip() else None, r["where_published"])
+                           int(r["seeds"]) if r["seeds"].strip() else None, r["where_published"],
+                           r["return_kind"], r["url"], r["commit"])
                  for r in _rows("published_scores.csv"))
 
 

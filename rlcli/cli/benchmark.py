@@ -163,7 +163,7 @@ def benchmark(
 
     gpus = gpus_per_run if gpus_per_run is not None else (1.0 if device == Device.cuda else 0.0)
     try:
-        records, report = run_benchmark(plan, n_workers, ray, gpus, on_finish)
+        records, report = run_benchmark(plan, n_workers, ray, gpus, on_finish, notify=_say)
     except BenchmarkInterrupted:
         _say(f"\nInterrupted. Re-run the same command to resume; finished runs are kept ({plan.directory}).")
         raise typer.Exit(130) from None

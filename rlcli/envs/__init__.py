@@ -12,6 +12,7 @@ from rlcli.envs.registry import (
     import_env_module,
     resolve_backend,
 )
+from rlcli.errors import UsageError
 
 __all__ = ["StepResult", "VecEnv", "env_group", "import_env_module", "make_vec_env"]
 
@@ -29,9 +30,18 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
 
         return EnvpoolVecEnv(envpool_name(env_id), num_envs, seed, atari, kwargs,
                              num_threads=threads or 0)  # type: ignore[arg-type]
+    import gymnasium as gym
+
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 
     gym_id = gymnasium_name(env_id)
     if gym_id is None:
         resolve_backend(env_id, "gymnasium")  # raises the unknown-env message
-    return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)  # type: ignore[arg-type]
+    try:
+        return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)  # type: ignore[arg-type]
+    except gym.error.DependencyNotInstalled as e:
+        extra = {"mujoco": "MuJoCo", "atari": "ale-py"}.get(env_group(env_id))
+        if extra:
+            raise UsageError(f"{env_id} needs {extra}, which is not installed: "
+                             f"pip install 'rlcli[{env_group(env_id)}]'") from None
+        raise UsageError(f"{env_id} needs a package that is not installed: {e}") from None
