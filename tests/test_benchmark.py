@@ -325,7 +325,15 @@ def test_a_ray_task_stops_its_run_with_a_checkpoint_at_each_level(tmp_path):
                       "print('training', flush=True)\ntime.sleep(60)\n")
     asked = iter([0, 0, 1, 1, 1, 1])
     start = time.monotonic()
-    returncode, output = train_until_stopped([sys.executable, str(script)], 1, lambda: next(asked, 1), poll_s=0.2)
+    # a Ray worker blocks SIGINT (and a shell's background job ignores it); the run must still hear it
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        returncode, output = train_until_stopped([sys.executable, str(script)], 1, lambda: next(asked, 1),
+                                                 poll_s=0.2)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
     assert returncode == 130 and output.split() == ["training", "saved"]
     assert time.monotonic() - start < 30
     ignores = tmp_path / "stuck.py"

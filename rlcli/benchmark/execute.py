@@ -463,9 +463,14 @@ class StopLevel:
         return self.level
 
 
-def _die_with_parent() -> None:  # pragma: no cover  (runs in the child between fork and exec)
-    """Linux: the training process gets SIGTERM when the task's worker dies (a killed worker would
-    otherwise leave it training on its own)."""
+def _child_setup() -> None:  # pragma: no cover  (runs in the child between fork and exec)
+    """The training process must be able to receive the SIGINT that stops it with a checkpoint: Ray's
+    workers block SIGINT, and a blocked or ignored signal stays so across exec. On Linux it also gets
+    SIGTERM when the task's worker dies (a killed worker would otherwise leave it training alone)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if sys.platform != "linux":
+        return
     try:
         import ctypes
 
@@ -481,7 +486,7 @@ def train_until_stopped(command: Sequence[str], threads: int, stop_level: Callab
     with tempfile.TemporaryFile() as output:
         proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=child_environment(threads),
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                preexec_fn=_child_setup)
         sent = 0
         while proc.poll() is None:
             level = min(stop_level(), len(ESCALATION))
