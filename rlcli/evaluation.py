@@ -61,3 +61,16 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
             ep_lengths[i] = 0
         obs = result.obs
     return EvalResult(returns, lengths)
+
+
+@torch.no_grad()
+def sample_observations(agent: Agent, env: VecEnv, steps: int, deterministic: bool = False) -> np.ndarray:
+    """Raw observations met while the agent acts for ``steps`` vector steps, as the env produces
+    them (no normalisation): [steps * n_envs, *obs_shape]. Export checks its files on these."""
+    obs = env.reset()
+    seen = [obs.copy()]  # a backend may reuse its output buffer on the next step
+    for _ in range(steps - 1):
+        actions = agent.predict(torch.as_tensor(obs, device=agent.device), deterministic)
+        obs = env.step(actions.cpu().numpy()).obs
+        seen.append(obs.copy())
+    return np.concatenate(seen)

@@ -1,24 +1,35 @@
-"""Finding runs by name: a run directory path, or an agent shipped in ``zoo/``."""
+"""Finding runs by name: a run directory path, an agent shipped in ``zoo/``, or one on the Hub."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from rlcli.errors import UsageError
 
 ZOO_PREFIX = "zoo:"
+HF_PREFIX = "hf://"
 
 
 def zoo_dir() -> Path:
-    """``zoo/`` of a checkout, else the copy packaged inside an installed wheel."""
+    """``$RLCLI_ZOO_DIR`` if set, else ``zoo/`` of a checkout, else the copy packaged inside an installed wheel."""
+    if os.environ.get("RLCLI_ZOO_DIR"):
+        return Path(os.environ["RLCLI_ZOO_DIR"])
     checkout = Path(__file__).resolve().parent.parent / "zoo"
     return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "zoo"
 
 
 def resolve_run(name: str) -> Path:
-    """A run directory for ``name``: a path, ``zoo:ENV`` or a bare zoo agent name."""
+    """A run directory for ``name``: a path, ``zoo:ENV``, a bare zoo agent name, or
+    ``hf://user/name[@revision]`` (downloaded into huggingface_hub's cache, which also serves it offline)."""
+    if name.startswith(HF_PREFIX):
+        from rlcli.hub import download
+
+        return download(name, acting_only=True)
     path = Path(name)
     if path.is_dir():
         return path
@@ -35,3 +46,39 @@ def default_run_dir(env_id: str, algo: str, seed: int, root: Path = Path("runs")
     """``runs/ENV__ALGO__sSEED__YYYYmmdd-HHMMSS`` (ids like ``ALE/Pong-v5`` made path-safe)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", env_id)
     return root / f"{safe}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class ZooAgent(NamedTuple):
+    """One agent in the zoo, with the evaluation of its final model (None where it has none)."""
+
+    name: str  # what ``rlcli play NAME`` / ``rlcli eval zoo:NAME`` take
+    path: Path
+    env_id: str
+    algo: str
+    steps: int | None  # env steps trained
+    mean_return: float | None
+    std_return: float | None
+    episodes: int | None
+
+
+def zoo_agents(root: Path | None = None) -> list[ZooAgent]:
+    """The run directories in ``root`` (default ``zoo_dir()``), sorted by name, read from their
+    ``meta.json`` and ``eval.json`` (the last evaluation, which is that of the saved model)."""
+    root = zoo_dir() if root is None else root
+    if not root.is_dir():
+        return []
+    agents = []
+    for path in sorted(p for p in root.iterdir() if (p / "config.yaml").is_file()):
+        meta, latest = _read_json(path / "meta.json"), _read_json(path / "eval.json").get("latest", {})
+        agents.append(ZooAgent(
+            path.name, path, str(meta.get("env_id", path.name)), str(meta.get("algo", "?")),
+            meta.get("steps"), latest.get("mean_return"), latest.get("std_return"), latest.get("episodes")))
+    return agents
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -67,9 +67,9 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
     warnings.filterwarnings("ignore", message=".*precision lowered by casting.*")
 
 
-from rlcli.cli import benchmark, evaluate, play, train  # noqa: E402  (commands register themselves on app)
+from rlcli.cli import benchmark, evaluate, export, play, publish, pull, train, tune, zoo  # noqa: E402  (commands register themselves on app)
 
-__all__ = ["app", "benchmark", "evaluate", "play", "train"]
+__all__ = ["app", "benchmark", "evaluate", "export", "play", "publish", "pull", "train", "tune", "zoo"]
 
 
 def main() -> None:

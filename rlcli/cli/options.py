@@ -25,7 +25,7 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
-Run = Annotated[str, typer.Argument(help="A run directory, or the name of an agent in zoo/.",
+Run = Annotated[str, typer.Argument(help="A run directory, the name of an agent in zoo/, or hf://USER/NAME.",
                                     show_default=False)]
 Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to run.")]
 Deterministic = Annotated[bool, typer.Option("--deterministic/--stochastic",

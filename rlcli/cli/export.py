@@ -1,0 +1,42 @@
+"""``rlcli export``: the deterministic policy as one ONNX or TorchScript file, checked against PyTorch."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rlcli.cli import app
+from rlcli.cli.options import Best, Run
+from rlcli.runs import resolve_run
+
+
+class ExportFormat(str, Enum):
+    onnx = "onnx"
+    torchscript = "torchscript"
+
+
+@app.command("export", help="Export a policy with its observation normalisation and action mapping, "
+                            "checked on real observations. Example: rlcli export RUN --format onnx")
+def export_command(
+    run: Run,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="File format.")] = ExportFormat.onnx,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Policy file [default: RUN/export/policy.onnx or .pt]; its spec is FILE.json.",
+        show_default=False)] = None,
+    best: Best = False,
+    check_batch: Annotated[int, typer.Option(
+        "--check-batch", min=1, help="Observations on which the file is checked against PyTorch.")] = 64,
+) -> None:
+    import torch
+
+    from rlcli.export import export_policy
+
+    torch.set_num_threads(1)
+    report = export_policy(resolve_run(run), fmt.value, out, best=best, check_batch=check_batch)
+    ties = f", {report.near_ties} near-ties" if report.near_ties else ""
+    typer.echo(f"Exported {report.algo} {report.env_id} policy -> {report.path} (+ {report.spec_path.name}); "
+               f"checked {report.n_checked} observations: max |Δaction| = {float(f'{report.max_abs_diff:.3g}')} "
+               f"(tolerance {report.tolerance}){ties}")

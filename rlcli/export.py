@@ -1,0 +1,329 @@
+"""Exporting a trained policy as one self-contained file, ONNX or TorchScript.
+
+The file maps raw observations, as the environment produces them, to the actions the environment
+takes: observation normalisation (with its clip), the actor network, and the deterministic action
+(argmax per discrete dimension, PPO's mean clipped to the bounds, SAC's tanh of the mean scaled to
+the bounds). Pixels go in as uint8 frames and are scaled inside. A JSON spec beside the file names
+its input and output. Before the file is put in place it is checked: on real observations from the
+run's environment its actions must match the PyTorch agent's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import rlcli
+from rlcli import checkpoint
+from rlcli.algos import SAC, Agent
+from rlcli.errors import UsageError
+
+FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
+INPUT, OUTPUT = "obs", "action"
+BATCH = "batch"
+OPSET = 18  # ONNX Runtime has run it since 1.14; older runtimes can still load the file
+TOLERANCE = 1e-5  # absolute, on continuous actions (and on log-probabilities, for discrete near-ties)
+CHECK_ENVS, CHECK_STEPS, CHECK_SEED = 4, 256, 12345  # observations are drawn from CHECK_STEPS env steps
+
+
+class ExportReport(NamedTuple):
+    """What was written and how closely it reproduces the PyTorch policy."""
+
+    path: Path  # the policy file
+    spec_path: Path  # the JSON that documents it
+    format: str  # "onnx" or "torchscript"
+    max_abs_diff: float  # continuous: largest |action difference|; discrete: see ``near_ties``
+    tolerance: float
+    n_checked: int  # observations compared
+    env_id: str
+    algo: str
+    near_ties: int = 0  # discrete choices that differ where PyTorch's top two were within tolerance
+
+
+class ExportCheckError(UsageError):
+    """The exported file does not act as the PyTorch policy does."""
+
+
+class DeterministicPolicy(nn.Module):
+    """Raw observations -> env-ready deterministic actions, in one module with no Python-level
+    branching at call time (everything depends only on the agent it was built from)."""
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__()
+        norm = agent.obs_norm
+        self.normalize, self.clip = bool(norm.enabled), float(norm.clip)
+        # the statistics are kept in float64; this is the float32 arithmetic ObsNormalizer does
+        self.register_buffer("obs_mean", norm.rms.mean.float().clone())
+        self.register_buffer("obs_std", torch.sqrt(norm.rms.var + 1e-8).float())
+        self.sac = isinstance(agent, SAC)
+        self.nvec: list[int] = []
+        self.pixels = False
+        if isinstance(agent, SAC):
+            self.kind = "continuous"
+            self.trunk, self.head = _copy(agent.actor.trunk), _copy(agent.actor.mean)
+            self.register_buffer("action_scale", agent.actor.action_scale.clone())
+            self.register_buffer("action_bias", agent.actor.action_bias.clone())
+        else:
+            policy = agent.policy
+            self.kind, self.nvec, self.pixels = policy.kind, list(policy.nvec), policy.pixels
+            self.trunk, self.head = _copy(policy.actor_trunk), _copy(policy.actor_head)
+            if self.kind == "continuous":
+                self.register_buffer("action_low", policy.action_low.clone())
+                self.register_buffer("action_high", policy.action_high.clone())
+        self.eval()
+
+    def head_output(self, obs: torch.Tensor) -> torch.Tensor:
+        """Logits (discrete) or pre-squash / pre-clip means (continuous) for raw observations."""
+        x = obs.float()
+        if self.normalize:
+            x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
+        x = x / 255.0 if self.pixels else x.flatten(1)
+        return self.head(self.trunk(x))
+
+    def log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        """Per discrete dimension, [batch, n] log-probabilities (what the argmax is taken over)."""
+        logits = self.head_output(obs)
+        parts = logits.split(self.nvec, dim=-1) if len(self.nvec) > 1 else (logits,)
+        return [F.log_softmax(part, dim=-1) for part in parts]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.kind == "discrete":
+            return self.log_probs(obs)[0].argmax(-1)
+        if self.kind == "multidiscrete":
+            return torch.stack([logp.argmax(-1) for logp in self.log_probs(obs)], -1)
+        mean = self.head_output(obs)
+        if self.sac:
+            return torch.tanh(mean) * self.action_scale + self.action_bias
+        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
+
+
+def _copy(module: nn.Module) -> nn.Module:
+    return copy.deepcopy(module).requires_grad_(False)
+
+
+def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, best: bool = False,
+                  check_batch: int = 64) -> ExportReport:
+    """Writes the run's deterministic policy as ``fmt`` ("onnx" or "torchscript") to ``out``
+    (default ``RUN/export/policy.onnx`` or ``.pt``) and a JSON spec beside it (``policy.onnx.json``).
+
+    The file is checked before it is put in place: ``check_batch`` observations drawn from the run's
+    environment while the agent acts in it, fed to the file (ONNX Runtime for ONNX) in two batches of
+    different sizes, must give the PyTorch agent's actions: within ``TOLERANCE`` for continuous
+    actions; exactly for discrete ones, except where the agent's two best log-probabilities lie within
+    ``TOLERANCE`` of each other (a tie at float precision). Raises ``ExportCheckError`` otherwise and
+    ``UsageError`` for a bad run directory or format; returns an ``ExportReport``.
+    """
+    from rlcli.evaluation import sample_observations
+    from rlcli.train import agent_from_run, make_env, resolve_device
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
+    if check_batch < 1:
+        raise UsageError(f"check_batch must be at least 1, not {check_batch}")
+    run_dir = Path(run_dir)
+    out = Path(out) if out is not None else run_dir / "export" / f"policy{FORMATS[fmt]}"
+    spec_path = out.with_name(out.name + ".json")  # policy.onnx.json: both formats fit in one folder
+    if fmt == "onnx":
+        _require_onnx()
+
+    loaded = checkpoint.load(run_dir, best=best)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {out.parent} ({e.strerror}); choose another place with --out") from None
+    if not os.access(out.parent, os.W_OK):  # e.g. a zoo agent inside an installed package
+        raise UsageError(f"cannot write in {out.parent}; choose another place with --out")
+    env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
+    try:
+        agent = agent_from_run(loaded, env, resolve_device("cpu")).eval()
+        obs_space, action_space = env.single_observation_space, env.single_action_space
+        steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
+        with torch.random.fork_rng():
+            torch.manual_seed(CHECK_SEED)
+            pool = sample_observations(agent, env, steps)
+    finally:
+        env.close()
+    rows = np.random.default_rng(CHECK_SEED).choice(len(pool), size=min(check_batch, len(pool)), replace=False)
+    obs = pool[np.sort(rows)]
+
+    module = DeterministicPolicy(agent)
+    staging = out.with_name(f".{out.name}.partial")
+    try:
+        example = torch.as_tensor(pool[:2])  # two rows: a batch of one could be specialised
+        run_file = _export_onnx(module, example, staging) if fmt == "onnx" else _export_torchscript(
+            module, example, staging)
+        max_diff, near_ties = compare(agent, module, run_file, obs)
+        if not max_diff <= TOLERANCE:
+            raise ExportCheckError(
+                f"the exported {fmt} policy does not match the PyTorch policy: max |Δaction| = {max_diff:.3g} "
+                f"over {len(obs)} observations (tolerance {TOLERANCE}); nothing was written")
+        os.replace(staging, out)
+    finally:
+        staging.unlink(missing_ok=True)
+
+    spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, len(obs), best)
+    checkpoint.write_json(spec_path, spec)
+    return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, len(obs), loaded.cfg.env.id,
+                        loaded.cfg.algo.algo, near_ties)
+
+
+RunFile = Callable[[np.ndarray], np.ndarray]
+
+
+@torch.no_grad()
+def compare(agent: Agent, module: DeterministicPolicy, run_file: RunFile, obs: np.ndarray) -> tuple[float, int]:
+    """(max difference, near ties) between ``run_file``'s actions and ``agent.predict``'s on ``obs``.
+
+    The file is run on the first row alone, then on the rest, which also proves its batch axis is
+    dynamic. Continuous: the largest absolute difference. Discrete: 0 when every choice agrees;
+    otherwise the largest gap, in the agent's log-probabilities, between its choice and the file's
+    (within tolerance: a near tie, counted), or infinity for an action that is not valid at all."""
+    expected = agent.predict(torch.as_tensor(obs), deterministic=True).cpu().numpy()
+    parts = [run_file(obs[:1])] + ([run_file(obs[1:])] if len(obs) > 1 else [])
+    got = np.concatenate(parts)
+    if got.shape != expected.shape:
+        raise ExportCheckError(f"the exported policy returned actions of shape {got.shape}; "
+                               f"the PyTorch policy's are {expected.shape}")
+    if module.kind == "continuous":
+        return float(np.abs(got.astype(np.float64) - expected).max(initial=0.0)), 0
+    got, expected = got.reshape(len(obs), -1), expected.reshape(len(obs), -1)
+    mismatch = got != expected
+    if not mismatch.any():
+        return 0.0, 0
+    log_probs = module.log_probs(torch.as_tensor(obs))
+    gaps = []
+    for row, dim in zip(*np.nonzero(mismatch), strict=True):
+        logp = log_probs[dim][row]
+        choice = int(got[row, dim])
+        gaps.append(float(logp.max() - logp[choice]) if 0 <= choice < len(logp) else math.inf)
+    return max(gaps), len(gaps)
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise UsageError(f"ONNX export needs onnx, onnxscript and onnxruntime ({e.name} is missing): "
+                         'pip install "rlcli[export]"') from None
+
+
+@contextlib.contextmanager
+def _quiet_exporters() -> Iterator[None]:
+    """torch's exporters warn about their own deprecations and log optional operator sets that are
+    absent (torchvision); neither concerns someone exporting a policy."""
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")
+            warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+            yield
+    finally:
+        onnx_log.setLevel(level)
+
+
+def _export_onnx(module: DeterministicPolicy, example: torch.Tensor, path: Path) -> RunFile:
+    """torch.export-based ONNX export (the TorchScript-based one is deprecated); returns a function
+    that runs the written file in ONNX Runtime."""
+    import onnxruntime
+
+    with _quiet_exporters():
+        program = torch.onnx.export(
+            module, (example,), input_names=[INPUT], output_names=[OUTPUT], opset_version=OPSET,
+            dynamic_shapes={"obs": {0: torch.export.Dim(BATCH)}}, dynamo=True, verbose=False)
+    if program is None:  # pragma: no cover  (only the legacy exporter returns nothing)
+        raise UsageError("torch.onnx.export returned no program")
+    program.save(str(path))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()  # a good neighbour, as eval is
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return lambda obs: session.run([OUTPUT], {INPUT: obs})[0]
+
+
+def _export_torchscript(module: DeterministicPolicy, example: torch.Tensor, path: Path) -> RunFile:
+    """A traced module: every branch of ``DeterministicPolicy.forward`` is fixed at construction, so
+    tracing captures it whole. Returns a function that runs the file loaded back from disk."""
+    with _quiet_exporters():
+        traced = torch.jit.trace(module, (example,))
+        torch.jit.save(traced, str(path))
+        loaded = torch.jit.load(str(path))
+
+    def run(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad(), _quiet_exporters():
+            return loaded(torch.as_tensor(obs)).numpy()
+
+    return run
+
+
+def _spec(loaded: checkpoint.LoadedRun, fmt: str, out: Path, module: DeterministicPolicy,
+          obs_space: gym.Space, action_space: gym.Space, max_diff: float, near_ties: int,
+          n_checked: int, best: bool) -> dict[str, Any]:
+    obs_dtype = str(np.dtype(obs_space.dtype))
+    action_shape: list[Any] = [BATCH] if module.kind == "discrete" else [BATCH, *map(int, _action_dims(action_space))]
+    return {
+        "format": fmt,
+        "file": out.name,
+        "inputs": [{"name": INPUT, "dtype": obs_dtype, "shape": [BATCH, *map(int, obs_space.shape)]}],
+        "outputs": [{"name": OUTPUT, "dtype": "float32" if module.kind == "continuous" else "int64",
+                     "shape": action_shape}],
+        "action_space": _describe_action_space(action_space, module),
+        "env_id": loaded.cfg.env.id,
+        "algo": loaded.cfg.algo.algo,
+        "steps_trained": loaded.meta.get("steps"),
+        "model": "best evaluated" if best else "last saved",
+        "deterministic": True,
+        "obs_normalization": {"included": module.normalize,
+                              **({"clip": module.clip} if module.normalize else {})},
+        "pixel_scaling": "uint8 frames divided by 255 inside" if module.pixels else None,
+        "check": {"observations": n_checked, "max_abs_diff": max_diff, "tolerance": TOLERANCE,
+                  "near_ties": near_ties,
+                  "runtime": "onnxruntime" if fmt == "onnx" else "torch.jit.load"},
+        "versions": {"rlcli": rlcli.__version__, "torch": torch.__version__,
+                     **({"onnx_opset": OPSET, **_onnx_versions()} if fmt == "onnx" else {})},
+    }
+
+
+def _action_dims(action_space: gym.Space) -> tuple[int, ...]:
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return (len(action_space.nvec),)
+    return tuple(action_space.shape or ())
+
+
+def _describe_action_space(space: gym.Space, module: DeterministicPolicy) -> dict[str, Any]:
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n), "output": "argmax of the policy's logits"}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "multidiscrete", "nvec": [int(n) for n in space.nvec],
+                "output": "argmax per dimension"}
+    # unbounded dimensions are null: JSON has no infinity
+    bounds = {name: [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).ravel()]
+              for name, values in (("low", space.low), ("high", space.high))}  # type: ignore[attr-defined]
+    output = ("tanh of the mean, scaled to [low, high]" if module.sac
+              else "mean, clipped to [low, high]")
+    return {"type": "box", "shape": [int(d) for d in space.shape], **bounds, "output": output}
+
+
+def _onnx_versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+
+    return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}

@@ -1,0 +1,290 @@
+"""Search spaces: one per algorithm, declared as data, and the same data format for ``--space FILE``.
+
+Each key names a hyperparameter (dotted for nested fields: ``network.hidden``) and says how to sample it:
+
+- a list: one of these values (``n_epochs: [3, 5, 10]``, ``network.hidden: [[64, 64], [256, 256]]``);
+- ``{low, high}``: a number in the range, an integer when both bounds are integers; ``log: true`` samples
+  it on a log scale; ``one_minus: true`` samples ``1 - value`` in ``[low, high]`` (a discount of 0.999 is
+  as far from 0.99 as 0.99 is from 0.9);
+- ``{minibatches: [1, 2, 4]}`` (``minibatch_size`` only): the rollout ``n_envs * n_steps`` split into
+  that many minibatches, so that a minibatch never exceeds the rollout and always divides it;
+- ``targets: [actor_lr, critic_lr]`` in a mapping gives one sampled value to several fields.
+
+Sampled floats are rounded to three significant digits before they are applied: the written
+hyperparameters are then exactly the ones a trial trained with, and read like the hand-written ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from rlcli.config import ALGOS, build_algo_config, deep_merge, load_yaml
+from rlcli.errors import UsageError
+
+# Powers of two throughout the rollout shape: any n_envs x n_steps here is a multiple of every
+# minibatch count, so the minibatch size is an integer for every combination.
+PPO_SPACE: dict[str, Any] = {
+    "learning_rate": {"low": 1.0e-5, "high": 3.0e-3, "log": True},
+    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
+    "gae_lambda": [0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0],
+    "n_envs": [4, 8, 16, 32, 64],
+    "n_steps": [16, 32, 64, 128, 256, 512],
+    "minibatch_size": {"minibatches": [1, 2, 4, 8, 16, 32]},
+    "n_epochs": [1, 3, 5, 10, 20],
+    "clip_range": [0.1, 0.2, 0.3, 0.4],
+    "ent_coef": {"low": 1.0e-8, "high": 0.1, "log": True},
+    "network.hidden": [[64, 64], [128, 128], [256, 256], [256, 128, 64]],
+    "network.activation": ["tanh", "relu", "elu"],
+}
+
+SAC_SPACE: dict[str, Any] = {
+    "learning_rate": {"targets": ["actor_lr", "critic_lr", "alpha_lr"], "low": 1.0e-5, "high": 3.0e-3,
+                      "log": True},
+    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
+    "target_update_rate": {"low": 1.0e-3, "high": 0.05, "log": True},
+    "batch_size": [64, 128, 256, 512],
+    "utd_ratio": [0.5, 1.0, 2.0],
+    "learning_starts": [1000, 5000, 10000, 20000],
+    "network": {"targets": ["actor_hidden", "critic_hidden"], "choices": [[64, 64], [256, 256], [400, 300]]},
+}
+
+SPACES = {"ppo": PPO_SPACE, "sac": SAC_SPACE}
+SIGNIFICANT_DIGITS = 3
+
+
+@dataclass(frozen=True)
+class Param:
+    """One sampled quantity: its name in the study, the config fields it sets and how it is drawn."""
+
+    name: str
+    targets: tuple[str, ...]
+    kind: Literal["float", "int", "choice", "minibatches"]
+    low: float = 0.0
+    high: float = 0.0
+    log: bool = False
+    one_minus: bool = False
+    choices: tuple[Any, ...] = ()
+
+    @property
+    def study_name(self) -> str:
+        """The parameter's name in the study (``1-gamma`` where the sample is the complement)."""
+        return f"1-{self.name}" if self.one_minus else self.name
+
+
+class SearchSpace:
+    """A parsed, checked search space for one algorithm."""
+
+    def __init__(self, algo: str, data: dict[str, Any], source: str) -> None:
+        if algo not in ALGOS:
+            raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(ALGOS)}")
+        self.algo, self.data, self.source = algo, data, source
+        self.params = [_parse(algo, key, spec, source) for key, spec in data.items()]
+        if not self.params:
+            raise UsageError(f"{source} declares no hyperparameters; give at least one, e.g. "
+                             "learning_rate: {low: 1.0e-5, high: 1.0e-3, log: true}")
+
+    def sample(self, trial: Any, base: dict[str, Any]) -> dict[str, Any]:
+        """Nested overrides drawn from ``trial`` (an optuna trial); ``base`` is the env's merged
+        hyperparameters, which supply the rollout shape when the space does not sample it."""
+        flat: dict[str, Any] = {}
+        for param in self.params:
+            if param.kind == "minibatches":
+                continue
+            if param.kind == "float":
+                value: Any = _round(trial.suggest_float(param.study_name, param.low, param.high, log=param.log))
+                if param.one_minus:
+                    value = round(1.0 - value, 12)
+            elif param.kind == "int":
+                value = trial.suggest_int(param.study_name, int(param.low), int(param.high), log=param.log)
+            else:
+                labels = [_label(c) for c in param.choices]
+                value = param.choices[labels.index(trial.suggest_categorical(param.study_name, labels))]
+            for target in param.targets:
+                flat[target] = value
+        for param in self.params:
+            if param.kind == "minibatches":
+                rollout = _get(flat, base, "n_envs") * _get(flat, base, "n_steps")
+                count = trial.suggest_categorical(param.study_name, list(param.choices))
+                flat["minibatch_size"] = rollout // count
+        overrides: dict[str, Any] = {}
+        for key, value in flat.items():
+            overrides = deep_merge(overrides, nest(key, value))
+        return overrides
+
+    def check(self, base: dict[str, Any], where: str) -> None:
+        """Raises a UsageError naming the key when a value the space can produce is invalid with the
+        hyperparameters in ``base`` (the bounds and every choice of each parameter are tried, and every
+        rollout shape against every minibatch count)."""
+        for param in self.params:
+            if param.kind == "minibatches":
+                envs, steps = (_choices_of(self, base, key, where) for key in ("n_envs", "n_steps"))
+                for n_envs, n_steps, count in itertools.product(envs, steps, param.choices):
+                    if (n_envs * n_steps) % count or count > n_envs * n_steps:
+                        raise UsageError(
+                            f"{self.source}: minibatches {count} does not divide the rollout "
+                            f"n_envs*n_steps = {n_envs}*{n_steps}{where}; use counts that divide every "
+                            "rollout, e.g. powers of two with power-of-two n_envs and n_steps")
+        first = {p.study_name: _extremes(p)[0] for p in self.params}
+        probes = [("its first values", first)] + [
+            (f"{p.study_name}={x}", {**first, p.study_name: x}) for p in self.params for x in _extremes(p)[1:]]
+        for described, probe in probes:
+            values = deep_merge(base, self.sample(_Fixed(probe), base))
+            try:
+                build_algo_config(self.algo, values)
+            except UsageError as e:
+                raise UsageError(f"{self.source}: the sample with {described} is invalid{where}: {e}") from None
+
+
+def default_space(algo: str) -> SearchSpace:
+    """The built-in search space of ``algo``."""
+    if algo not in SPACES:
+        raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(SPACES)}")
+    return SearchSpace(algo, SPACES[algo], f"the built-in {algo} search space")
+
+
+def load_space(path: Path, algo: str) -> SearchSpace:
+    """The search space in a YAML file (``--space``), in the format of this module's docstring."""
+    return SearchSpace(algo, load_yaml(path), f"--space {path}")
+
+
+def nest(key: str, value: Any) -> dict[str, Any]:
+    """``("network.hidden", v)`` -> ``{"network": {"hidden": v}}``."""
+    *parents, leaf = key.split(".")
+    node: dict[str, Any] = {leaf: value}
+    for part in reversed(parents):
+        node = {part: node}
+    return node
+
+
+def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The inverse of nesting: ``{"network": {"hidden": v}}`` -> ``{"network.hidden": v}``."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Fixed:
+    """Answers suggest_* from a fixed mapping, to try a space's extreme values without a study."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    def suggest_float(self, name: str, *_: Any, **__: Any) -> float:
+        return float(self.params[name])
+
+    def suggest_int(self, name: str, *_: Any, **__: Any) -> int:
+        return int(self.params[name])
+
+    def suggest_categorical(self, name: str, *_: Any, **__: Any) -> Any:
+        return self.params[name]
+
+
+def _parse(algo: str, key: str, spec: Any, source: str) -> Param:
+    where = f"{source}: '{key}'"
+    if isinstance(spec, list):
+        spec = {"choices": spec}
+    if not isinstance(spec, dict):
+        raise UsageError(f"{where} must be a list of choices or a mapping such as {{low: 0.9, high: 0.999}}, "
+                         f"got {spec!r}")
+    known = {"low", "high", "log", "one_minus", "choices", "minibatches", "targets"}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise UsageError(f"{where} has unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+    targets = tuple(spec.get("targets") or [key])
+    for target in targets:
+        _check_field(algo, target, source)
+    if "minibatches" in spec:
+        counts = spec["minibatches"]
+        if algo != "ppo" or targets != ("minibatch_size",):
+            raise UsageError(f"{where}: minibatches applies to PPO's minibatch_size only")
+        if not (isinstance(counts, list) and counts and all(isinstance(c, int) and c > 0 for c in counts)):
+            raise UsageError(f"{where}: minibatches must be a list of positive integers, e.g. [1, 2, 4, 8]")
+        return Param("n_minibatches", targets, "minibatches", choices=tuple(counts))
+    if "choices" in spec:
+        choices = spec["choices"]
+        if not (isinstance(choices, list) and choices):
+            raise UsageError(f"{where}: choices must be a non-empty list")
+        labels = [_label(c) for c in choices]
+        if len(set(labels)) != len(labels):
+            raise UsageError(f"{where}: choices repeat a value")
+        return Param(key, targets, "choice", choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
+    low, high = spec.get("low"), spec.get("high")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)):
+        raise UsageError(f"{where} needs numeric low and high, e.g. {{low: 1.0e-5, high: 1.0e-3, log: true}} "
+                         "(write floats with a dot: 1.0e-5)")
+    if not low < high:  # type: ignore[operator]
+        raise UsageError(f"{where}: low ({low}) must be below high ({high})")
+    log, one_minus = bool(spec.get("log", False)), bool(spec.get("one_minus", False))
+    if log and low <= 0:  # type: ignore[operator]
+        raise UsageError(f"{where}: a log-scale range needs low > 0, got {low}")
+    if one_minus and not (0 <= low and high <= 1):  # type: ignore[operator]
+        raise UsageError(f"{where}: one_minus bounds are 1 - value and must lie in [0, 1], got [{low}, {high}]")
+    kind: Literal["float", "int"] = "int" if isinstance(low, int) and isinstance(high, int) and not one_minus \
+        else "float"
+    return Param(key, targets, kind, low=low, high=high, log=log, one_minus=one_minus)  # type: ignore[arg-type]
+
+
+def _check_field(algo: str, dotted: str, source: str) -> None:
+    model: type[BaseModel] = ALGOS[algo]
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        fields = model.model_fields
+        if part in fields:
+            annotation = fields[part].annotation
+            if i == len(parts) - 1:
+                return
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                model = annotation
+                continue
+        import difflib
+
+        close = difflib.get_close_matches(part, sorted(fields), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else f"valid keys: {', '.join(sorted(fields))}"
+        raise UsageError(f"{source}: unknown {algo} hyperparameter '{dotted}'; {hint}")
+
+
+def _choices_of(space: SearchSpace, base: dict[str, Any], key: str, where: str) -> list[int]:
+    for param in space.params:
+        if key in param.targets:
+            if param.kind != "choice":
+                raise UsageError(f"{space.source}: with minibatches, '{key}' must be a list of choices, so that "
+                                 "every rollout shape can be checked to divide")
+            return [int(c) for c in param.choices]
+    return [int(base.get(key, ALGOS[space.algo].model_fields[key].default))]
+
+
+def _extremes(param: Param) -> list[Any]:
+    if param.kind in ("choice", "minibatches"):
+        return [_label(c) if param.kind == "choice" else c for c in param.choices]
+    return [param.low, param.high]
+
+
+def _get(flat: dict[str, Any], base: dict[str, Any], key: str) -> int:
+    return int(flat[key] if key in flat else base.get(key, ALGOS["ppo"].model_fields[key].default))
+
+
+def _label(choice: Any) -> Any:
+    """Optuna's categorical values are scalars: lists and mappings become their JSON text."""
+    if isinstance(choice, (list, tuple)):
+        return json.dumps(list(choice))
+    return json.dumps(choice, sort_keys=True) if isinstance(choice, dict) else choice
+
+
+def _round(value: float) -> float:
+    if value == 0 or not math.isfinite(value):
+        return value
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")

@@ -1,0 +1,296 @@
+"""``rlcli tune`` end to end: real tiny studies on CartPole (pruning, resume, two worker processes on one
+SQLite study, PostgreSQL when CI provides one), diverging trials, and the search spaces."""
+
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+from typer.testing import CliRunner
+
+from rlcli import checkpoint, config
+from rlcli.cli import app
+from rlcli.config import EnvConfig, build_algo_config, load_run_config
+from rlcli.errors import UsageError
+from rlcli.tune.results import _float, apply_entries, entry_lines
+from rlcli.tune.space import SearchSpace, default_space
+from rlcli.tune.study import open_storage
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
+# 4 envs x 32-64 steps, 1-4 minibatches, tiny networks; a wide learning-rate range so that trials differ
+TINY_SPACE = """\
+learning_rate: {low: 1.0e-5, high: 3.0e-2, log: true}
+gamma: {one_minus: true, low: 1.0e-3, high: 0.1, log: true}
+n_envs: [4]
+n_steps: [32, 64]
+minibatch_size: {minibatches: [1, 2, 4]}
+n_epochs: [2, 4]
+network.hidden: [[16], [32, 32]]
+"""
+TINY = ["--steps", "2048", "--evaluations", "3", "--eval-episodes", "3", "--threads", "1", "--startup-trials", "1"]
+# two workers sharing a study: the point is the sharing, so shorter runs
+SHARED = ["--trials", "4", "--jobs", "2", "--pruner", "none", *TINY[2:], "--steps", "1024"]
+NAN_ENV = '''\
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class MaybeNaNCartPole(CartPoleEnv):
+    """CartPole whose rewards are NaN when asked: a trial that trains on it diverges."""
+
+    def __init__(self, nan_reward=False, **kwargs):
+        super().__init__(**kwargs)
+        self.nan_reward = nan_reward
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, (np.nan if self.nan_reward else reward), terminated, truncated, info
+
+
+gym.register("MaybeNaNCartPole-v0", entry_point=MaybeNaNCartPole, max_episode_steps=200)
+'''
+
+
+def tune(*args: str):
+    return runner.invoke(app, ["tune", *args], catch_exceptions=False)
+
+
+def load(out: Path, name: str | None = None):
+    return optuna.load_study(study_name=name or out.name, storage=f"sqlite:///{(out / 'study.db').resolve()}")
+
+
+def states(study) -> list[TrialState]:
+    return [t.state for t in sorted(study.trials, key=lambda t: t.number)]
+
+
+@pytest.fixture(scope="module")
+def hyperparams(tmp_path_factory):
+    """A copy of hyperparams/ for --write to edit."""
+    directory = tmp_path_factory.mktemp("hyperparams")
+    for name in ("ppo.yml", "sac.yml"):
+        shutil.copy(REPO / "hyperparams" / name, directory / name)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory, hyperparams):
+    """5 trials, median pruning after the first, the best entry written into a copy of hyperparams/."""
+    root = tmp_path_factory.mktemp("tune")
+    (root / "space.yml").write_text(TINY_SPACE)
+    out = root / "study"
+    patch = pytest.MonkeyPatch()
+    patch.setattr(config, "hyperparams_dir", lambda: hyperparams)
+    try:
+        result = tune("CartPole-v1", "--trials", "5", "--space", str(root / "space.yml"), "--out", str(out),
+                      "--write", *TINY)
+    finally:
+        patch.undo()
+    return root, out, result
+
+
+def test_tiny_study_completes_with_pruning(tiny_study):
+    root, out, result = tiny_study
+    assert result.exit_code == 0, result.output
+    study = load(out)
+    assert [t.number for t in sorted(study.trials, key=lambda t: t.number)] == [0, 1, 2, 3, 4]
+    found = states(study)
+    assert TrialState.PRUNED in found and TrialState.COMPLETE in found, found
+    assert TrialState.RUNNING not in found
+    pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
+    assert all(len(t.intermediate_values) < 3 for t in pruned)  # stopped before the last evaluation
+    assert all(t.intermediate_values for t in study.trials)  # every trial reported its evaluations
+    assert re.search(r"trial\s+\d+\s+pruned", result.output)
+    assert re.search(r"Best: trial \d+, mean evaluated return", result.output)
+    for name in ("best.yml", "summary.json", "optimization_history.png", "param_importances.png",
+                 "parallel_coordinate.png"):
+        assert (out / name).is_file(), name
+    assert (out / "optimization_history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best"]["number"] == study.best_trial.number
+    assert summary["best"]["value"] == pytest.approx(study.best_value)
+    assert sum(summary["trials"].values()) == 5
+    assert set(summary["importances"]) <= {"learning_rate", "1-gamma", "n_steps", "n_minibatches", "n_epochs",
+                                           "network.hidden", "n_envs"}
+    # each trial trained in its own run directory under the study directory
+    for t in study.trials:
+        assert (out / "trials" / f"{t.number:04d}" / "CartPole-v1__s0" / checkpoint.CONFIG).is_file()
+
+
+def test_best_yaml_loads_back_through_the_config_models(tiny_study, hyperparams, monkeypatch):
+    root, out, result = tiny_study
+    best = load(out).best_trial
+    trained = checkpoint.load_config(out / "trials" / f"{best.number:04d}" / "CartPole-v1__s0")
+    entry = yaml.safe_load((out / "best.yml").read_text())["CartPole-v1"]
+    # best.yml is an env entry of hyperparams/ppo.yml: default <- group <- entry is what the trial trained
+    monkeypatch.setattr(config, "hyperparams_dir", lambda: hyperparams)
+    cfg = load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic")
+    assert cfg.algo == trained.algo.model_copy(update={"steps": cfg.algo.steps})
+    assert cfg.algo.learning_rate == best.user_attrs["hyperparams"]["learning_rate"]
+    assert cfg.algo.gamma == pytest.approx(1 - best.params["1-gamma"], rel=1e-2)
+    # --write replaced that entry only: every other entry and every comment outside it is as it was
+    original = (REPO / "hyperparams" / "ppo.yml").read_text()
+    written = (hyperparams / "ppo.yml").read_text()
+    assert yaml.safe_load(written)["CartPole-v1"] == entry
+    assert {k: v for k, v in yaml.safe_load(written).items() if k != "CartPole-v1"} == \
+        {k: v for k, v in yaml.safe_load(original).items() if k != "CartPole-v1"}
+    kept = [line for line in original.splitlines() if line.startswith("#")]
+    assert all(line in written.splitlines() for line in kept)
+    assert "# rlcli tune CartPole-v1 --algo ppo --steps 2048: best trial" in written
+
+
+def test_resume_continues_trial_numbering(tiny_study):
+    root, out, _ = tiny_study
+    result = tune("CartPole-v1", "--trials", "6", "--space", str(root / "space.yml"), "--out", str(out), *TINY)
+    assert result.exit_code == 0, result.output
+    assert "6 trials (5 done)" in result.output
+    study = load(out)
+    assert sorted(t.number for t in study.trials) == [0, 1, 2, 3, 4, 5]
+    assert study.trials[5].state != TrialState.RUNNING
+    # the same target again runs nothing; other settings are refused rather than mixed in
+    again = tune("CartPole-v1", "--trials", "6", "--space", str(root / "space.yml"), "--out", str(out), *TINY)
+    assert "already holds 6 trials" in again.output and len(load(out).trials) == 6
+    other = tune("CartPole-v1", "--trials", "7", "--space", str(root / "space.yml"), "--out", str(out),
+                 *TINY[:-4], "--steps", "4096")
+    assert other.exit_code == 2
+    assert "was run with other settings (steps 2048 -> 4096)" in other.output
+
+
+def _check_shared_study(study, trials: int, logs: Path | None = None) -> None:
+    numbers = sorted(t.number for t in study.trials)
+    assert numbers == list(range(trials)), numbers
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials), states(study)
+    workers = {t.user_attrs["worker"] for t in study.trials}
+    assert len(workers) == 2, workers  # both processes ran trials
+    if logs is not None:
+        ran = [json.loads(m) for log in sorted(logs.glob("worker-*.log"))
+               for m in re.findall(r"ran trials (\[.*\])", log.read_text())]
+        assert len(ran) == 2 and sorted(ran[0] + ran[1]) == numbers, ran
+
+
+def test_two_processes_share_one_sqlite_study(tmp_path):
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    out = tmp_path / "shared"
+    result = tune("CartPole-v1", *SHARED, "--space", str(tmp_path / "space.yml"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "2 job(s) x 1 thread(s)" in result.output
+    _check_shared_study(load(out), 4, out / "workers")
+
+
+def test_postgresql_storage(tmp_path):
+    url = os.environ.get("RLCLI_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must test the PostgreSQL storage: .ci/run sets RLCLI_TEST_POSTGRES_URL")
+        pytest.skip("RLCLI_TEST_POSTGRES_URL is not set (.ci/run starts a PostgreSQL server and sets it)")
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    result = tune("CartPole-v1", *SHARED, "--storage", url, "--study-name", name, "--space",
+                  str(tmp_path / "space.yml"), "--out", str(tmp_path / "pg"))
+    assert result.exit_code == 0, result.output
+    storage = open_storage(url)
+    study = optuna.load_study(study_name=name, storage=storage)
+    _check_shared_study(study, 4, tmp_path / "pg" / "workers")
+    optuna.delete_study(study_name=name, storage=storage)
+
+
+@pytest.mark.filterwarnings("ignore:.*reward is a NaN value")
+def test_a_diverging_trial_is_recorded_as_failed_and_the_study_goes_on(tmp_path, monkeypatch):
+    (tmp_path / "nanenv.py").write_text(NAN_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "space.yml").write_text("env_kwargs: [{nan_reward: true}, {nan_reward: false}]\n"
+                                        "n_envs: [4]\nn_steps: [32]\nminibatch_size: {minibatches: [2]}\n")
+    out = tmp_path / "nan"
+    result = tune("MaybeNaNCartPole-v0", "--env-module", "nanenv", "--trials", "4", "--sampler", "random",
+                  "--pruner", "none", "--space", str(tmp_path / "space.yml"), "--out", str(out),
+                  "--steps", "512", "--evaluations", "1", "--eval-episodes", "2", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    trials = sorted(load(out).trials, key=lambda t: t.number)
+    assert len(trials) == 4
+    for t in trials:
+        nan = t.user_attrs["hyperparams"]["env_kwargs"]["nan_reward"]
+        assert t.state == (TrialState.FAIL if nan else TrialState.COMPLETE)
+        if nan:
+            assert t.user_attrs["fail_reason"].startswith("diverged: "), t.user_attrs["fail_reason"]
+    assert {t.state for t in trials} == {TrialState.FAIL, TrialState.COMPLETE}  # the seed draws both
+    assert "Failed trial" in result.output and "diverged" in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--sampler", "grid"], "'grid' is not one of"),
+    (["--pruner", "hyperband"], "'hyperband' is not one of"),
+    (["--storage", "postgresql://me:secret@127.0.0.1:9/none"], "cannot open the study storage postgresql://me:***@"),
+    (["--storage", "nosuchdb://x"], "cannot open the study storage nosuchdb://x"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    result = runner.invoke(app, ["tune", "CartPole-v1", "--out", str(tmp_path / "s"), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) <= 2 and "Traceback" not in result.output
+    assert "secret" not in result.output
+
+
+@pytest.mark.parametrize(("space", "message"), [
+    ("learning_rte: {low: 1.0e-5, high: 1.0e-3}\n", "unknown ppo hyperparameter 'learning_rte'; did you mean"),
+    ("learning_rate: {low: 1.0e-3, high: 1.0e-5}\n", "low (0.001) must be below high"),
+    ("n_envs: [3]\nn_steps: [5]\nminibatch_size: {minibatches: [2]}\n", "minibatches 2 does not divide"),
+    ("n_steps: {low: 8, high: 64}\nminibatch_size: {minibatches: [2]}\n", "'n_steps' must be a list of choices"),
+    ("network.hidden: [big]\n", "invalid value for 'network.hidden'"),
+    ("- 1\n", "must hold a mapping"),
+])
+def test_bad_space_file(tmp_path, space, message):
+    (tmp_path / "space.yml").write_text(space)
+    result = runner.invoke(app, ["tune", "CartPole-v1", "--space", str(tmp_path / "space.yml"),
+                                 "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_built_in_spaces_sample_only_valid_configs(algo):
+    space = default_space(algo)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    base = config.hyperparams_for(algo, "Hopper-v5", "mujoco")
+    space.check(base, "")
+    for _ in range(200):
+        overrides = space.sample(study.ask(), base)
+        cfg = build_algo_config(algo, config.deep_merge(base, overrides))
+        if algo == "ppo":
+            assert cfg.batch_size % cfg.minibatch_size == 0
+            assert 0.9 <= cfg.gamma <= 0.999
+        else:
+            assert cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr
+            assert cfg.actor_hidden == cfg.critic_hidden
+
+
+def test_space_rejects_what_cannot_apply():
+    with pytest.raises(UsageError, match="minibatches applies to PPO's minibatch_size only"):
+        SearchSpace("sac", {"batch_size": {"minibatches": [2]}}, "--space s.yml")
+
+
+@pytest.mark.parametrize("value", [3.0e-4, 1.0e-5, 0.98, 0.9487, 2.5e-4, 1e-8, 3.03e-5, 1e6, 1234.5, 0.0, -3e-7])
+def test_floats_are_written_as_yaml_reads_them(value):
+    text = _float(value)
+    assert yaml.safe_load(f"x: {text}") == {"x": value}
+    assert "." in text
+
+
+def test_apply_entries_appends_a_new_env_and_replaces_an_earlier_tune(tmp_path):
+    path = tmp_path / "ppo.yml"
+    path.write_text("# header\ndefault:\n  steps: 1\n\n# source of A\nA-v0:\n  gamma: 0.9\n\n# last\nB-v0: {}\n")
+    apply_entries(path, {"B-v0": {"gamma": 0.95}, "C-v0": {}}, ["# rlcli tune B-v0 ...", "#   details"])
+    apply_entries(path, {"B-v0": {"gamma": 0.97, "network": {"hidden": [8, 8]}}}, ["# rlcli tune B-v0 again"])
+    text = path.read_text()
+    assert yaml.safe_load(text) == {"default": {"steps": 1}, "A-v0": {"gamma": 0.9},
+                                    "B-v0": {"gamma": 0.97, "network": {"hidden": [8, 8]}}, "C-v0": {}}
+    assert "# source of A\nA-v0:\n  gamma: 0.9\n" in text and "# last\n# rlcli tune B-v0 again\nB-v0:" in text
+    assert text.count("#   details") == 1  # B's earlier note went with its entry; C's stays
+    assert entry_lines("ALE/Pong-v5", {"n_envs": 8}) == ["ALE/Pong-v5:", "  n_envs: 8"]
