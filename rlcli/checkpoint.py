@@ -182,3 +182,14 @@ def load(run_dir: Path, best: bool = False) -> LoadedRun:
     except json.JSONDecodeError:
         raise CheckpointError(f"{meta_path} is not valid JSON") from None
     return LoadedRun(run_dir, cfg, load_tensors(model_path), meta)
+
+
+def eval_history(run_dir: Path) -> list[dict[str, Any]]:
+    """Every evaluation in the run's ``eval.json``, oldest first (each with its env ``step`` and
+    ``mean_return``); empty when there is none or the file is unreadable, which training then rewrites."""
+    path = run_dir / EVAL
+    try:
+        history = json.loads(path.read_text()).get("history", []) if path.is_file() else []
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return []
+    return [e for e in history if isinstance(e, dict) and "step" in e and "mean_return" in e]

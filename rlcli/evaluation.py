@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 
 from rlcli.algos import Agent
 from rlcli.envs import VecEnv
+
+if TYPE_CHECKING:
+    from rlcli.checkpoint import LoadedRun
 
 
 class EvalResult(NamedTuple):
@@ -61,6 +65,42 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
             ep_lengths[i] = 0
         obs = result.obs
     return EvalResult(returns, lengths)
+
+
+class Recording(NamedTuple):
+    """Episodes played by a saved agent, with what the screen showed."""
+
+    result: EvalResult
+    frames: list[np.ndarray]  # RGB, one per env step; empty unless rendered to "rgb_array"
+    fps: int | None  # the frame rate of real time; None when nothing was rendered
+
+
+def render_off_screen() -> None:
+    """Renders without a display: MuJoCo through EGL, pygame into a dummy video driver. Both read
+    their setting when first imported, so this has to come before any environment is made."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+def record_episodes(run: LoadedRun, episodes: int, seed: int, *, deterministic: bool = True,
+                    num_envs: int = 1, render_mode: str | None = None) -> Recording:
+    """Plays ``episodes`` episodes of a saved run on the CPU, over ``num_envs`` envs seeded from
+    ``seed``. ``render_mode`` "rgb_array" keeps a frame per env step (``render_off_screen`` first,
+    where there is no display), "human" shows a window; either needs ``num_envs`` 1."""
+    from rlcli.train import agent_from_run, make_env, resolve_device
+
+    if render_mode is not None and num_envs != 1:
+        raise ValueError(f"rendering shows one env; num_envs is {num_envs}")
+    env = make_env(run.cfg, num_envs, seed, render_mode=render_mode)
+    frames: list[np.ndarray] = []
+    try:
+        agent = agent_from_run(run, env, resolve_device("cpu"))
+        on_frame = (lambda: frames.append(env.render())) if render_mode == "rgb_array" else None  # type: ignore[attr-defined]
+        result = evaluate(agent, env, episodes, deterministic, on_frame=on_frame)
+        fps = env.render_fps if render_mode is not None else None  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    return Recording(result, frames, fps)
 
 
 @torch.no_grad()

@@ -1,11 +1,12 @@
 """Exporting a trained policy as one self-contained file, ONNX or TorchScript.
 
-The file maps raw observations, as the environment produces them, to the actions the environment
-takes: observation normalisation (with its clip), the actor network, and the deterministic action
-(argmax per discrete dimension, PPO's mean clipped to the bounds, SAC's tanh of the mean scaled to
-the bounds). Pixels go in as uint8 frames and are scaled inside. A JSON spec beside the file names
-its input and output. Before the file is put in place it is checked: on real observations from the
-run's environment its actions must match the PyTorch agent's.
+The file maps observations, as rlcli's environment produces them (for Atari, after its preprocessing,
+which the spec's ``preprocessing`` spells out), to the actions the environment takes: observation
+normalisation (with its clip), the actor network, and the deterministic action (argmax per discrete
+dimension, PPO's mean clipped to the bounds, SAC's tanh of the mean scaled to the bounds). Pixels go in
+as uint8 frames and are scaled inside. A JSON spec beside the file names its input and output. Before
+the file is put in place it is checked: on real observations from the run's environment its actions
+must match the PyTorch agent's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torch.nn import functional as F
 import rlcli
 from rlcli import checkpoint
 from rlcli.algos import SAC, Agent
+from rlcli.config import RunConfig
 from rlcli.errors import UsageError
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
@@ -134,10 +136,10 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     if check_batch < 1:
         raise UsageError(f"check_batch must be at least 1, not {check_batch}")
     run_dir = Path(run_dir)
-    out = Path(out) if out is not None else run_dir / "export" / f"policy{FORMATS[fmt]}"
+    out = Path(out) if out is not None else default_out(run_dir, fmt)
     spec_path = out.with_name(out.name + ".json")  # policy.onnx.json: both formats fit in one folder
     if fmt == "onnx":
-        _require_onnx()
+        require_onnx()
 
     loaded = checkpoint.load(run_dir, best=best)
     try:
@@ -149,7 +151,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu")).eval()
-        obs_space, action_space = env.single_observation_space, env.single_action_space
+        obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
             torch.manual_seed(CHECK_SEED)
@@ -175,9 +177,22 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, len(obs), best)
+    spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, len(obs), loaded.cfg.env.id,
                         loaded.cfg.algo.algo, near_ties)
+
+
+def default_out(run_dir: Path, fmt: str) -> Path:
+    """``RUN/export/policy.onnx`` (or ``.pt``); ``./export/NAME/policy.onnx`` for a run that does not
+    take output (a Hub cache snapshot, NAME ``USER__NAME``; a folder this user cannot write)."""
+    from rlcli.hub import cached_repo_id, run_takes_output, safe_repo_name
+
+    name = f"policy{FORMATS[fmt]}"
+    if run_takes_output(run_dir):
+        return run_dir / "export" / name
+    repo_id = cached_repo_id(run_dir)
+    return Path("export") / (safe_repo_name(repo_id) if repo_id else Path(os.path.abspath(run_dir)).name) / name
 
 
 RunFile = Callable[[np.ndarray], np.ndarray]
@@ -212,7 +227,8 @@ def compare(agent: Agent, module: DeterministicPolicy, run_file: RunFile, obs: n
     return max(gaps), len(gaps)
 
 
-def _require_onnx() -> None:
+def require_onnx() -> None:
+    """Raises a UsageError naming the missing package when ONNX export cannot run here."""
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
@@ -300,6 +316,32 @@ def _spec(loaded: checkpoint.LoadedRun, fmt: str, out: Path, module: Determinist
         "versions": {"rlcli": rlcli.__version__, "torch": torch.__version__,
                      **({"onnx_opset": OPSET, **_onnx_versions()} if fmt == "onnx" else {})},
     }
+
+
+def preprocessing(cfg: RunConfig, backend: str) -> dict[str, Any]:
+    """How rlcli turns what the game or simulator produces into the policy's input, for someone who
+    feeds the exported file from their own environment: the env group, the backend, and for Atari the
+    resolved wrapper settings (the run's ``env_kwargs`` over the defaults) with the steps they imply."""
+    from rlcli.envs import env_group
+    from rlcli.envs.atari import MAX_EPISODE_STEPS
+    from rlcli.envs.envpool_backend import atari_opts
+
+    group = env_group(cfg.env.id)
+    env_kwargs = dict(cfg.algo.env_kwargs)
+    if group != "atari":
+        return {"group": group, "backend": backend, "env_kwargs": env_kwargs,
+                "observation": "the environment's own observation (float64 cast to float32), no wrappers; "
+                               "the normalisation in obs_normalization is inside the file"}
+    # the gymnasium backend's wrapper takes envpool's keyword names and defaults, so one set describes both
+    settings: dict[str, Any] = {"max_episode_steps": MAX_EPISODE_STEPS, **atari_opts(env_kwargs)}
+    skip, stack = int(settings["frame_skip"]), int(settings["stack_num"])
+    height, width = int(settings["img_height"]), int(settings["img_width"])
+    steps = [f"each action is repeated for {skip} emulator frames; the last two frames are max-pooled",
+             "converted to grayscale with the ALE palette" if settings["gray_scale"] else "kept in colour",
+             f"resized to {height}x{width} (OpenCV INTER_AREA)",
+             f"the last {stack} frames stacked on the first axis, oldest first, as uint8"]
+    return {"group": group, "backend": backend, "wrapper": "envpool's Atari preprocessing (rlcli.envs.atari "
+            "reproduces it on gymnasium)", "settings": settings, "observation": steps}
 
 
 def _action_dims(action_space: gym.Space) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,13 +58,27 @@ class BuiltFolder(NamedTuple):
 
 
 def parse_repo_id(name: str) -> tuple[str, str | None]:
-    """``user/name``, ``hf://user/name`` or either with ``@revision`` -> (repo id, revision or None)."""
+    """``user/name``, ``hf://user/name`` or either with ``@revision`` -> (repo id, revision or None).
+    A name the Hub would refuse is a UsageError here, before anything slow is done for it."""
     text = name.removeprefix(HF_PREFIX).strip("/")
     repo_id, _, revision = text.partition("@")
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(parts):
         raise UsageError(f"'{name}' is not a Hub repo id; expected user/name (e.g. hf://user/ppo-CartPole-v1)")
+    _hf()  # its own message when huggingface_hub is missing
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        raise UsageError(f"'{name}' is not a valid Hub repo id: {_validation_detail(e, repo_id)}") from None
     return repo_id, revision or None
+
+
+def _validation_detail(error: Exception, repo_id: str) -> str:
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return detail.removesuffix(f": '{repo_id}'.")  # the message ends by quoting the id we already name
 
 
 def endpoint() -> str:
@@ -78,6 +93,29 @@ def safe_repo_name(repo_id: str) -> str:
     return repo_id.replace("/", "__")
 
 
+def cached_repo_id(path: Path) -> str | None:
+    """``user/name`` when ``path`` is a snapshot in huggingface_hub's cache (``models--user--name/
+    snapshots/REVISION``), which must stay as downloaded; else None."""
+    path = Path(os.path.abspath(path))
+    repo = path.parent.parent.name
+    if path.parent.name != "snapshots" or not repo.startswith("models--"):
+        return None
+    user, _, name = repo.removeprefix("models--").partition("--")  # repo ids cannot hold "--"
+    return f"{user}/{name}" if user and name else None
+
+
+def run_takes_output(run_dir: Path) -> bool:
+    """False for a run whose directory should not be written into: a Hub cache snapshot, or a
+    folder this user cannot write (an agent installed with the package)."""
+    return cached_repo_id(run_dir) is None and os.access(run_dir, os.W_OK)
+
+
+def default_folder(run_dir: Path, repo_id: str) -> Path:
+    """Where ``rlcli publish`` builds the repo without ``--out``: ``RUN/hub``, or ``./hub/USER__NAME``
+    for a run that does not take output (``run_takes_output``)."""
+    return run_dir / "hub" if run_takes_output(run_dir) else Path("hub") / safe_repo_name(repo_id)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Building the folder
 
@@ -85,16 +123,11 @@ def safe_repo_name(repo_id: str) -> str:
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """``episodes`` deterministic episodes of the run's last model: the record ``results.json`` keeps
     (mean and std of the returns, each return and length in env steps)."""
-    from rlcli.evaluation import evaluate
-    from rlcli.train import EVAL_ENVS, agent_from_run, make_env, resolve_device
+    from rlcli.evaluation import record_episodes
+    from rlcli.train import EVAL_ENVS
 
     loaded = checkpoint.load(run_dir)
-    env = make_env(loaded.cfg, min(EVAL_ENVS, episodes), seed)
-    try:
-        agent = agent_from_run(loaded, env, resolve_device("cpu"))
-        result = evaluate(agent, env, episodes, deterministic=True)
-    finally:
-        env.close()
+    result = record_episodes(loaded, episodes, seed, num_envs=min(EVAL_ENVS, episodes)).result
     return {"env_id": loaded.cfg.env.id, "algo": loaded.cfg.algo.algo, "deterministic": True, "seed": seed,
             "steps_trained": loaded.meta.get("steps"), **result.as_dict(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -103,29 +136,19 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
 
 def record_replay(run_dir: Path, path: Path, seed: int) -> int:
     """One deterministic episode rendered off-screen to an mp4; returns the number of frames."""
-    os.environ.setdefault("MUJOCO_GL", "egl")  # off-screen rendering without a display
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    from rlcli.evaluation import evaluate
-    from rlcli.train import agent_from_run, make_env, resolve_device
+    from rlcli.evaluation import record_episodes, render_off_screen
     from rlcli.video import write_mp4
 
-    loaded = checkpoint.load(run_dir)
-    env = make_env(loaded.cfg, 1, seed, render_mode="rgb_array")
-    frames: list[Any] = []
-    try:
-        agent = agent_from_run(loaded, env, resolve_device("cpu"))
-        evaluate(agent, env, 1, deterministic=True, on_frame=lambda: frames.append(env.render()))  # type: ignore[attr-defined]
-        fps = env.render_fps  # type: ignore[attr-defined]
-    finally:
-        env.close()
-    write_mp4(path, frames, fps)
-    return len(frames)
+    render_off_screen()
+    played = record_episodes(checkpoint.load(run_dir), 1, seed, render_mode="rgb_array")
+    write_mp4(path, played.frames, played.fps)  # type: ignore[arg-type]  (rendered: it has a rate)
+    return len(played.frames)
 
 
 def plot_learning_curve(run_dir: Path, path: Path) -> bool:
     """Evaluation return (mean ± std band) and recent training return against env steps, as a PNG;
     False when the run has neither."""
-    evals = _eval_history(run_dir)
+    evals = checkpoint.eval_history(run_dir)
     training = _training_returns(run_dir)
     if not evals and not training:
         return False
@@ -157,15 +180,6 @@ def plot_learning_curve(run_dir: Path, path: Path) -> bool:
     plt.close(fig)
     checkpoint.atomic_write(path, buffer.getvalue())
     return True
-
-
-def _eval_history(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / checkpoint.EVAL
-    try:
-        history = json.loads(path.read_text()).get("history", []) if path.is_file() else []
-    except json.JSONDecodeError:
-        return []
-    return [e for e in history if "step" in e and "mean_return" in e]
 
 
 def _training_returns(run_dir: Path) -> list[tuple[int, float]]:
@@ -205,33 +219,70 @@ def retrain_command(run_dir: Path, hyperparams_path: str) -> str:
 def build_folder(run_dir: Path, repo_id: str, out: Path, *, episodes: int = 10, video: bool = True,
                  seed: int = 12345) -> BuiltFolder:
     """Evaluates the run over ``episodes`` episodes, records a replay (``video``), exports the ONNX
-    policy and writes the whole repo, model card included, into ``out`` (replaced if it holds an
-    earlier build)."""
+    policy and writes the whole repo, model card included, into ``out`` (replacing an earlier build).
+
+    The folder is built beside ``out`` and renamed into place once complete, so a build that fails
+    or is interrupted leaves ``out`` as it was; ``out`` that cannot be created is a UsageError."""
+    from rlcli.evaluation import render_off_screen
     from rlcli.export import export_policy
 
     if out.resolve() in (run_dir.resolve(), *run_dir.resolve().parents):  # a pulled run has a results.json too
         raise UsageError(f"--out {out} is the run directory or holds it, and would be replaced; choose another")
-    if out.exists() and any(out.iterdir()) and not (out / RESULTS).is_file():
+    if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / RESULTS).is_file()):
         raise UsageError(f"{out} exists and is not a folder built by rlcli publish; choose another --out")
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    for name in RUN_FILES:
-        if (run_dir / name).is_file():
-            shutil.copy2(run_dir / name, out / name)
-    for name in RUN_DIRS:
-        if (run_dir / name).is_dir():
-            shutil.copytree(run_dir / name, out / name)
-    checkpoint.atomic_write(out / HYPERPARAMS, yaml.safe_dump(hyperparameters(run_dir), sort_keys=False).encode())
-    results = evaluate_run(run_dir, episodes, seed)
-    checkpoint.write_json(out / RESULTS, results)
+    staging = _staging_folder(out)
     if video:
-        record_replay(run_dir, out / REPLAY, seed)
-    exported = export_policy(run_dir, "onnx", out / ONNX)
-    plot_learning_curve(run_dir, out / CURVE)
-    card = model_card(run_dir, repo_id, results, has_video=video, has_curve=(out / CURVE).is_file(),
-                      onnx_spec=exported.spec_path.name)
-    checkpoint.atomic_write(out / README, card.encode())
+        render_off_screen()  # before evaluation makes the first env: renderers read it once, at import
+    try:
+        for name in RUN_FILES:
+            if (run_dir / name).is_file():
+                shutil.copy2(run_dir / name, staging / name)
+        for name in RUN_DIRS:
+            if (run_dir / name).is_dir():
+                shutil.copytree(run_dir / name, staging / name)
+        checkpoint.atomic_write(staging / HYPERPARAMS,
+                                yaml.safe_dump(hyperparameters(run_dir), sort_keys=False).encode())
+        results = evaluate_run(run_dir, episodes, seed)
+        checkpoint.write_json(staging / RESULTS, results)
+        if video:
+            record_replay(run_dir, staging / REPLAY, seed)
+        exported = export_policy(run_dir, "onnx", staging / ONNX)
+        plot_learning_curve(run_dir, staging / CURVE)
+        card = model_card(run_dir, repo_id, results, has_video=video, has_curve=(staging / CURVE).is_file(),
+                          onnx_spec=exported.spec_path.name)
+        checkpoint.atomic_write(staging / README, card.encode())
+        _replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return BuiltFolder(out, results, folder_files(out))
+
+
+def _staging_folder(out: Path) -> Path:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
+        staging.mkdir()  # not mkdtemp: its 0700 would stay on the published folder
+        return staging
+    except OSError as e:  # e.g. a run directory inside an installed package
+        raise UsageError(f"cannot build the repo folder in {out.parent} ({e.strerror or e}); "
+                         "choose another place with --out") from None
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    """Puts the complete folder ``new`` at ``out``: an earlier build is moved aside first (a rename
+    cannot land on a folder that has files) and deleted only once ``new`` is in place."""
+    old = out.with_name(f"{new.name}.old") if out.exists() else None
+    if old is not None:
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def folder_files(folder: Path) -> list[tuple[str, int]]:
@@ -372,6 +423,8 @@ def _hub_errors(repo_id: str, doing: str) -> Iterator[None]:
             raise HubError(f"{where} refused {doing} (403: {detail}); the token needs write access there"
                            ) from None
         raise HubError(f"{where} answered {status} while {doing}: {detail}") from None
+    except errors.HFValidationError as e:  # e.g. a revision or file name the library refuses to send
+        raise HubError(f"huggingface_hub refused {doing}: {_validation_detail(e, repo_id)}") from None
     except errors.LocalEntryNotFoundError:
         raise HubError(f"cannot reach {where} and {repo_id} is not in the local cache; check the network "
                        "or HF_ENDPOINT") from None

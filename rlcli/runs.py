@@ -44,8 +44,12 @@ def resolve_run(name: str) -> Path:
 
 def default_run_dir(env_id: str, algo: str, seed: int, root: Path = Path("runs")) -> Path:
     """``runs/ENV__ALGO__sSEED__YYYYmmdd-HHMMSS`` (ids like ``ALE/Pong-v5`` made path-safe)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", env_id)
-    return root / f"{safe}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+    return root / f"{safe_name(env_id)}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def safe_name(text: str) -> str:
+    """``text`` usable as one path component: runs of other characters than ``A-Za-z0-9._-`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
 class ZooAgent(NamedTuple):

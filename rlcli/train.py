@@ -183,7 +183,7 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
         last_eval_step = state.step
         result = evaluate(agent, eval_env, cfg.eval.episodes, cfg.eval.deterministic)
         state.eval_return, state.eval_std = result.mean, result.std
-        history = _eval_history(run_dir)
+        history = checkpoint.eval_history(run_dir)
         history.append({"step": state.step, **result.as_dict()})
         checkpoint.write_json(run_dir / checkpoint.EVAL, {"latest": history[-1], "history": history})
         if state.best_eval is None or result.mean >= state.best_eval:
@@ -248,15 +248,3 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
 
 def _next_multiple(step: int, every: int) -> int:
     return (step // every + 1) * every if every else 0
-
-
-def _eval_history(run_dir: Path) -> list[dict]:
-    import json
-
-    path = run_dir / checkpoint.EVAL
-    if not path.is_file():
-        return []
-    try:
-        return list(json.loads(path.read_text()).get("history", []))
-    except (json.JSONDecodeError, AttributeError):
-        return []

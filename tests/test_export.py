@@ -5,6 +5,7 @@ import importlib.util
 import json
 import re
 import shutil
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -105,6 +106,17 @@ def test_exported_policy_acts_as_the_pytorch_policy(runs, tmp_path, name, fmt):
     assert spec["check"]["max_abs_diff"] == report.max_abs_diff and spec["check"]["observations"] == 32
     assert spec["obs_normalization"]["included"] == ("pendulum" in name)
     (inp,), (out,) = spec["inputs"], spec["outputs"]
+    preprocessing = spec["preprocessing"]
+    assert preprocessing["backend"] in ("envpool", "gymnasium")
+    if name == "ppo-pong":  # what a user must reproduce to feed the file from their own ALE
+        settings = preprocessing["settings"]
+        assert preprocessing["group"] == "atari" and settings["max_episode_steps"] == 100  # the run's env_kwargs
+        assert (settings["frame_skip"], settings["gray_scale"], settings["noop_max"]) == (4, True, 30)
+        assert inp["shape"][1:] == [settings["stack_num"], settings["img_height"], settings["img_width"]] == [4, 84, 84]
+        assert any("4 emulator frames" in step for step in preprocessing["observation"])
+    else:
+        assert preprocessing["group"] == "classic" and "settings" not in preprocessing
+        assert "own observation" in preprocessing["observation"]
 
     obs = _fresh_observations(loaded.cfg)
     assert inp["name"] == "obs" and inp["shape"] == ["batch", *obs.shape[1:]] and inp["dtype"] == str(obs.dtype)
@@ -138,6 +150,21 @@ def test_cli_prints_the_parity_and_writes_beside_the_run(runs):
     assert re.fullmatch(r"Exported ppo CartPole-v1 policy -> .*policy\.onnx \(\+ policy\.onnx\.json\); checked 64 "
                         r"observations: max \|Δaction\| = 0\.0 \(tolerance 1e-05\)", line), line
     assert (run / "export" / "policy.onnx").is_file() and (run / "export" / "policy.onnx.json").is_file()
+
+
+def test_a_run_that_cannot_be_written_exports_into_the_working_directory(runs, tmp_path, monkeypatch):
+    import os
+
+    from rlcli.export import default_out
+
+    run = runs("ppo-cartpole")
+    assert default_out(run, "torchscript") == run / "export" / "policy.pt"
+    real_access = os.access
+    # as for an agent installed by root; permission bits alone would not stop a test run as root
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: path != run and real_access(path, mode, **kw))
+    assert default_out(run, "onnx") == Path("export") / run.name / "policy.onnx"
+    snapshot = tmp_path / "hub" / "models--alice--ppo-CartPole-v1" / "snapshots" / ("0" * 40)
+    assert default_out(snapshot, "onnx") == Path("export") / "alice__ppo-CartPole-v1" / "policy.onnx"
 
 
 def test_a_failed_check_is_one_line_exit_2_and_writes_nothing(runs, tmp_path, monkeypatch):

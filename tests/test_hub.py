@@ -1,6 +1,7 @@
 """rlcli publish / pull and hf:// names, through the real huggingface_hub client against tests/hub_server.py."""
 
 import json
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -258,6 +259,8 @@ def test_pull_errors_are_one_line_exit_2(tmp_path, hub_env, monkeypatch):
             (["pull", "alice/missing"], f"no such model: alice/missing on {server.url}"),
             (["pull", "alice/notes"], "alice/notes is not an rlcli agent: it has no config.yaml"),
             (["pull", "just-a-name"], "'just-a-name' is not a Hub repo id; expected user/name"),
+            (["pull", "alice/bad name"], "'alice/bad name' is not a valid Hub repo id: Repo id must use"),
+            (["eval", "hf://alice/x--y"], "'hf://alice/x--y' is not a valid Hub repo id: Cannot have -- or .."),
             (["pull", "alice/notes", "--run-dir", "mine"], "mine already holds a run that was not pulled"),
             (["eval", "hf://alice/missing@v2"], "no such model: alice/missing"),
         ]:
@@ -266,6 +269,123 @@ def test_pull_errors_are_one_line_exit_2(tmp_path, hub_env, monkeypatch):
             lines = result.output.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.output
         assert not (tmp_path / "runs" / "alice__missing").exists()
+        assert not (tmp_path / "runs" / "alice__bad name").exists()
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_an_invalid_repo_id_is_one_line_exit_2_before_any_work(dry_run, run_dir, tmp_path, hub_env):
+    with FakeHub() as server:
+        hub_env(server.url, server.token)
+        out = tmp_path / "folder"
+        result = runner.invoke(app, ["publish", str(run_dir), "--repo-id", "a/b c", "--out", str(out),
+                                     *(["--dry-run"] if dry_run else [])])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            "error: 'a/b c' is not a valid Hub repo id: Repo id must use alphanumeric chars, '-', '_' or '.'. "
+            "The name cannot start or end with '-' or '.' and the maximum length is 96"]
+        assert not out.exists() and server.requests == []
+
+
+def test_the_library_refusing_a_name_is_a_hub_error():
+    from huggingface_hub.utils import validate_repo_id
+
+    with pytest.raises(hub.HubError, match=r"^huggingface_hub refused downloading a/b: Cannot have -- or \.\. "
+                                           r"in repo_id: 'a/b--c'\.$"):
+        with hub._hub_errors("a/b", "downloading a/b"):
+            validate_repo_id("a/b--c")
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_missing_onnx_packages_are_one_line_exit_2_before_any_work(dry_run, run_dir, tmp_path, hub_env,
+                                                                    monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if it were not installed
+    with FakeHub() as server:
+        hub_env(server.url, server.token)
+        out = tmp_path / "folder"
+        result = runner.invoke(app, ["publish", str(run_dir), "--repo-id", REPO, "--out", str(out),
+                                     *(["--dry-run"] if dry_run else [])])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            "error: ONNX export needs onnx, onnxscript and onnxruntime (onnxscript is missing): "
+            'pip install "rlcli[export]"']
+        assert not out.exists() and server.requests == []
+
+
+def _dry_run(run: str, *args: str, repo: str = REPO):
+    return runner.invoke(app, ["publish", run, "--repo-id", repo, "--dry-run", "--no-video", "--episodes", "1",
+                               *args])
+
+
+def test_a_failed_or_interrupted_build_leaves_the_folder_as_it_was(run_dir, tmp_path, hub_env, monkeypatch):
+    from rlcli import export
+    from rlcli.errors import UsageError
+
+    hub_env("http://127.0.0.1:9", None)
+    real_export = export.export_policy
+
+    def failing(*args, **kwargs):
+        raise UsageError("the export failed")
+
+    work = tmp_path / "work"
+    out = work / "folder"
+    monkeypatch.setattr(export, "export_policy", failing)
+    result = _dry_run(str(run_dir), "--out", str(out))
+    assert result.exit_code == 2 and "error: the export failed" in result.output, result.output
+    assert list(work.iterdir()) == []  # neither the folder nor its half-built copy
+
+    monkeypatch.setattr(export, "export_policy", real_export)
+    result = _dry_run(str(run_dir), "--out", str(out))  # not refused as "not a folder built by rlcli publish"
+    assert result.exit_code == 0, result.output
+    built = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert hub.RESULTS in built and hub.ONNX in built
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "export_policy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        hub.build_folder(run_dir, REPO, out, episodes=1, video=False)
+    assert [p.name for p in work.iterdir()] == ["folder"]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == built  # the earlier build, whole
+
+
+def test_a_run_that_cannot_be_written_builds_in_the_working_directory(run_dir, tmp_path, hub_env, monkeypatch):
+    import os
+
+    hub_env("http://127.0.0.1:9", None)
+    installed = tmp_path / "site-packages" / "zoo" / "CartPole-v1"
+    shutil.copytree(run_dir, installed, ignore=shutil.ignore_patterns("hub", "export"))
+    real_access = os.access
+    # as for an agent installed by root; permission bits alone would not stop a test run as root
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != installed and real_access(
+        path, mode, **kw))
+    monkeypatch.chdir(tmp_path)
+    result = _dry_run(str(installed))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "hub" / "alice__ppo-CartPole-v1" / hub.RESULTS).is_file()
+    assert sorted(p.name for p in installed.iterdir()) == sorted(p.name for p in run_dir.iterdir()
+                                                                 if p.name not in ("hub", "export"))
+
+    (tmp_path / "a-file").write_text("")
+    result = _dry_run(str(installed), "--out", str(tmp_path / "a-file" / "folder"))
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot build the repo folder in {tmp_path / 'a-file'} ("
+                                                   ) and lines[0].endswith("choose another place with --out"), lines
+
+
+def test_a_run_from_the_hub_cache_is_published_and_exported_outside_it(published, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    snapshot = hub.download(f"hf://{REPO}", acting_only=True)
+    assert hub.cached_repo_id(snapshot) == REPO
+    before = sorted(p.name for p in snapshot.iterdir())
+    result = _dry_run(f"hf://{REPO}", repo="alice/again")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "hub" / "alice__again" / hub.README).is_file()
+    result = runner.invoke(app, ["export", f"hf://{REPO}"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "export" / "alice__ppo-CartPole-v1" / "policy.onnx.json").is_file()
+    assert sorted(p.name for p in snapshot.iterdir()) == before  # the cached download stays as it was
 
 
 def test_a_namespace_the_token_cannot_write_is_one_line_exit_2(published, run_dir):

@@ -22,3 +22,9 @@ def test_wheel_ships_hyperparameter_files(tmp_path):
     data = {Path(n).name for n in names if n.startswith("rlcli/data/")}  # suites and reference scores
     assert data == {p.name for p in (ROOT / "rlcli" / "data").iterdir() if p.is_file()}
     assert "rlcli/benchmark/__init__.py" in names
+    agents = {p.parent.name for p in (ROOT / "zoo").glob("*/model.safetensors")}
+    assert agents >= {"CartPole-v1", "Acrobot-v1", "Pendulum-v1"}  # the zoo plays on a fresh install
+    for agent in agents:
+        for name in ("config.yaml", "meta.json", "eval.json", "model.safetensors"):
+            assert f"rlcli/zoo/{agent}/{name}" in names
+    assert not [n for n in names if n.startswith("rlcli/zoo/benchmarks/")]

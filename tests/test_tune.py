@@ -5,6 +5,11 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +23,8 @@ from rlcli import checkpoint, config
 from rlcli.cli import app
 from rlcli.config import EnvConfig, build_algo_config, load_run_config
 from rlcli.errors import UsageError
+from rlcli.tune import results
+from rlcli.tune import study as tuning
 from rlcli.tune.results import _float, apply_entries, entry_lines
 from rlcli.tune.space import SearchSpace, default_space
 from rlcli.tune.study import open_storage
@@ -34,6 +41,11 @@ minibatch_size: {minibatches: [1, 2, 4]}
 n_epochs: [2, 4]
 network.hidden: [[16], [32, 32]]
 """
+# the tiny study's space adds a hopeless arm: with Sutton and Barto's CartPole reward (0 a step, -1 at
+# the fall) every evaluated return is <= 0, below any return of the usual +1 a step, so a trial drawing
+# it after a complete trial of the usual reward is pruned whatever the training's numerics; the random
+# sampler's draws (seed 0) do not depend on them either
+PRUNING_SPACE = TINY_SPACE + "env_kwargs: [{}, {sutton_barto_reward: true}]\n"
 TINY = ["--steps", "2048", "--evaluations", "3", "--eval-episodes", "3", "--threads", "1", "--startup-trials", "1"]
 # two workers sharing a study: the point is the sharing, so shorter runs
 SHARED = ["--trials", "4", "--jobs", "2", "--pruner", "none", *TINY[2:], "--steps", "1024"]
@@ -84,13 +96,13 @@ def hyperparams(tmp_path_factory):
 def tiny_study(tmp_path_factory, hyperparams):
     """5 trials, median pruning after the first, the best entry written into a copy of hyperparams/."""
     root = tmp_path_factory.mktemp("tune")
-    (root / "space.yml").write_text(TINY_SPACE)
+    (root / "space.yml").write_text(PRUNING_SPACE)
     out = root / "study"
     patch = pytest.MonkeyPatch()
     patch.setattr(config, "hyperparams_dir", lambda: hyperparams)
     try:
-        result = tune("CartPole-v1", "--trials", "5", "--space", str(root / "space.yml"), "--out", str(out),
-                      "--write", *TINY)
+        result = tune("CartPole-v1", "--trials", "5", "--sampler", "random", "--space", str(root / "space.yml"),
+                      "--out", str(out), "--write", *TINY)
     finally:
         patch.undo()
     return root, out, result
@@ -102,6 +114,10 @@ def test_tiny_study_completes_with_pruning(tiny_study):
     study = load(out)
     assert [t.number for t in sorted(study.trials, key=lambda t: t.number)] == [0, 1, 2, 3, 4]
     found = states(study)
+    hopeless = [bool(t.params["env_kwargs"] != "{}") for t in sorted(study.trials, key=lambda t: t.number)]
+    # what makes the pruning certain: the first trial (complete, as the startup trial) has the usual
+    # reward and a later one the hopeless arm
+    assert not hopeless[0] and any(hopeless), hopeless
     assert TrialState.PRUNED in found and TrialState.COMPLETE in found, found
     assert TrialState.RUNNING not in found
     pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
@@ -113,12 +129,13 @@ def test_tiny_study_completes_with_pruning(tiny_study):
                  "parallel_coordinate.png"):
         assert (out / name).is_file(), name
     assert (out / "optimization_history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.glob(".*")), list(out.glob(".*"))  # no temporary file of an atomic write left
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best"]["number"] == study.best_trial.number
     assert summary["best"]["value"] == pytest.approx(study.best_value)
     assert sum(summary["trials"].values()) == 5
     assert set(summary["importances"]) <= {"learning_rate", "1-gamma", "n_steps", "n_minibatches", "n_epochs",
-                                           "network.hidden", "n_envs"}
+                                           "network.hidden", "n_envs", "env_kwargs"}
     # each trial trained in its own run directory under the study directory
     for t in study.trials:
         assert (out / "trials" / f"{t.number:04d}" / "CartPole-v1__s0" / checkpoint.CONFIG).is_file()
@@ -163,16 +180,18 @@ def test_resume_continues_trial_numbering(tiny_study):
     assert "was run with other settings (steps 2048 -> 4096)" in other.output
 
 
-def _check_shared_study(study, trials: int, logs: Path | None = None) -> None:
+def _check_shared_study(study, trials: int, logs: Path) -> None:
     numbers = sorted(t.number for t in study.trials)
     assert numbers == list(range(trials)), numbers
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials), states(study)
-    workers = {t.user_attrs["worker"] for t in study.trials}
-    assert len(workers) == 2, workers  # both processes ran trials
-    if logs is not None:
-        ran = [json.loads(m) for log in sorted(logs.glob("worker-*.log"))
-               for m in re.findall(r"ran trials (\[.*\])", log.read_text())]
-        assert len(ran) == 2 and sorted(ran[0] + ran[1]) == numbers, ran
+    texts = [log.read_text() for log in sorted(logs.glob("worker-*.log"))]
+    started = {int(pid) for text in texts for pid in re.findall(r"worker \d started \(process (\d+)\)", text)}
+    # two worker processes shared the study (which of them claims the trials is up to the scheduler: one
+    # may have run them all), and between them they ran each trial once
+    assert len(texts) == 2 and len(started) == 2, texts
+    ran = [json.loads(m) for text in texts for m in re.findall(r"ran trials (\[.*\])", text)]
+    assert len(ran) == 2 and sorted(ran[0] + ran[1]) == numbers, ran
+    assert {int(t.user_attrs["worker"].rpartition(":")[2]) for t in study.trials} <= started
 
 
 def test_two_processes_share_one_sqlite_study(tmp_path):
@@ -199,6 +218,127 @@ def test_postgresql_storage(tmp_path):
     study = optuna.load_study(study_name=name, storage=storage)
     _check_shared_study(study, 4, tmp_path / "pg" / "workers")
     optuna.delete_study(study_name=name, storage=storage)
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "command killed"])
+def test_stopped_workers_record_their_trials_as_interrupted(tmp_path, stop):
+    """Ctrl-C at a terminal signals its whole foreground process group. Workers in their own sessions
+    hear only the one interrupt the command forwards, and each records its running trial as interrupted
+    (a second interrupt landing in the checkpoint save or the storage write would leave it running).
+    Out of the command's session, they interrupt themselves when it is killed rather than outlive it."""
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    out = tmp_path / "stopped"
+    args = ["tune", "CartPole-v1", "--trials", "4", "--jobs", "2", "--pruner", "none", "--space",
+            str(tmp_path / "space.yml"), "--out", str(out), *TINY[2:], "--steps", "1000000", "--evaluations", "100"]
+    # its own session, as a terminal's foreground job, so that the whole group can be signalled
+    proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while len([d for d in out.glob("trials/*/*") if (d / checkpoint.META).is_file()]) < 2:
+            assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.5)  # until both workers train, past their first checkpoint
+        os.killpg(proc.pid, signal.SIGINT if stop == "ctrl-c" else signal.SIGKILL)
+        output = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    logs = sorted((out / "workers").glob("worker-*.log"))
+    pids = [int(re.search(r"started \(process (\d+)\)", log.read_text()).group(1)) for log in logs]
+    deadline = time.time() + 60
+    while any(_running(pid) for pid in pids):  # no worker left behind
+        assert time.time() < deadline, [log.read_text() for log in logs]
+        time.sleep(0.5)
+    if stop == "ctrl-c":
+        assert proc.returncode == 130, output
+        assert "Interrupted; the running trials are recorded as interrupted" in output, output
+        assert "Traceback" not in output and (out / "summary.json").is_file()
+    trials = load(out).trials
+    assert len(trials) == 2 and all(t.state == TrialState.FAIL for t in trials), states(load(out))
+    assert all(t.user_attrs["interrupted"] and t.user_attrs["fail_reason"] == "interrupted" for t in trials)
+    for t in trials:  # the interrupt let training save its checkpoint, not only the periodic one before it
+        run_dir = out / "trials" / f"{t.number:04d}" / "CartPole-v1__s0"
+        meta = json.loads((run_dir / checkpoint.META).read_text())
+        logged = int((run_dir / "metrics.csv").read_text().splitlines()[-1].split(",")[0])
+        assert not meta["finished"] and logged <= meta["steps"] < 1_000_000, (meta["steps"], logged)
+    for log in logs:
+        text = log.read_text()
+        assert text.count(" interrupted\n") == 1 and "Traceback" not in text, text
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an orphan's reaper may be slow, or absent)."""
+    if Path("/proc/self/stat").is_file():
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("when", ["report", "tell"])
+def test_a_trial_recorded_by_another_worker_is_dropped_and_the_study_goes_on(tmp_path, monkeypatch, when):
+    """Another worker's clean-up of stale trials (whose heartbeats stopped reaching the storage) can
+    record a trial as interrupted while it still runs; its worker then drops its result and goes on."""
+
+    def take(trial) -> None:  # what optuna.storages.fail_stale_trials does, in another worker
+        if trial.number == 0:
+            trial.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+
+    if when == "report":  # while it trains
+        report = optuna.trial.Trial.report
+
+        def taken_report(self, value, step):
+            take(self)
+            return report(self, value, step)
+
+        monkeypatch.setattr(optuna.trial.Trial, "report", taken_report)
+    else:  # after it trained, before its result is told
+        objective = tuning.objective
+
+        def taken_objective(trial, *args, **kwargs):
+            value = objective(trial, *args, **kwargs)
+            take(trial)
+            return value
+
+        monkeypatch.setattr(tuning, "objective", taken_objective)
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    out = tmp_path / "taken"
+    result = tune("CartPole-v1", "--trials", "2", "--pruner", "none", "--space", str(tmp_path / "space.yml"),
+                  "--out", str(out), *TINY[2:], "--steps", "512")
+    assert result.exit_code == 0, result.output
+    assert "trial 0 was recorded as interrupted by another worker while it ran here" in result.output
+    trials = sorted(load(out).trials, key=lambda t: t.number)
+    # the interrupted trial does not count: two more complete the study
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
+    assert "fail_reason" not in trials[0].user_attrs
+
+
+def test_two_summaries_of_one_study_at_once(tmp_path):
+    """Two processes working on one study each write its summary files when they end, maybe at the
+    same moment: neither fails, and what is left is one writer's whole file."""
+    path = tmp_path / results.SUMMARY
+    errors = []
+
+    def summarise(writer: int) -> None:
+        try:
+            for i in range(50):
+                results._write_text(path, f"writer {writer}, summary {i}\n" * 100)
+        except Exception as e:  # noqa: BLE001  (collected for the assertion below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=summarise, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(set(path.read_text().splitlines())) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [results.SUMMARY]
 
 
 @pytest.mark.filterwarnings("ignore:.*reward is a NaN value")
@@ -244,6 +384,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     ("n_steps: {low: 8, high: 64}\nminibatch_size: {minibatches: [2]}\n", "'n_steps' must be a list of choices"),
     ("network.hidden: [big]\n", "invalid value for 'network.hidden'"),
     ("- 1\n", "must hold a mapping"),
+    # each choice is valid with the others' first values; together the smallest leave a rollout of 8
+    # steps, below CartPole's minibatch of 256
+    ("n_envs: [64, 1]\nn_steps: [512, 8]\n", "the sample with n_envs=1, n_steps=8 is invalid: "),
 ])
 def test_bad_space_file(tmp_path, space, message):
     (tmp_path / "space.yml").write_text(space)
@@ -251,7 +394,36 @@ def test_bad_space_file(tmp_path, space, message):
                                  "--out", str(tmp_path / "s")])
     assert result.exit_code == 2, result.output
     assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "s").exists()
+
+
+def test_a_space_is_checked_against_every_env_tuned(tmp_path):
+    (tmp_path / "space.yml").write_text("n_envs: [1, 16]\n")  # Acrobot's minibatch of 64 needs 1 x 256 steps
+    result = runner.invoke(app, ["tune", "Acrobot-v1", "CartPole-v1", "--space", str(tmp_path / "space.yml"),
+                                 "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2, result.output
+    assert "the sample with n_envs=1 is invalid for CartPole-v1: " in result.output
+
+
+def test_each_env_splits_its_own_rollout_into_minibatches():
+    """With several envs, a space that splits the rollout but does not sample its shape gives each env
+    the minibatch size of its own rollout (Acrobot's is 16 x 256 steps, CartPole's 8 x 32)."""
+    spec = tuning.TuneSpec(env_ids=("Acrobot-v1", "CartPole-v1"), study_dir=Path("unused"), study_name="s",
+                           storage="sqlite://", space={"minibatch_size": {"minibatches": [1, 4]}})
+    space = spec.search_space()
+    by_env = tuning.trial_overrides(optuna.trial.FixedTrial({"n_minibatches": 4}), spec, space)
+    for env_id, overrides in by_env.items():
+        base = tuning.base_hyperparams(spec, env_id)
+        assert overrides == {"minibatch_size": base["n_envs"] * base["n_steps"] // 4}
+        space.check(base, f" for {env_id}")
+        build_algo_config("ppo", config.deep_merge(base, overrides))
+    assert by_env["Acrobot-v1"] != by_env["CartPole-v1"]
+    stored = {"hyperparams": by_env["Acrobot-v1"], tuning.OVERRIDES_BY_ENV: by_env}
+    assert tuning.stored_overrides(stored, spec.env_ids) == by_env
+    # trials of one env keep their overrides under "hyperparams" only
+    one = {"hyperparams": {"n_epochs": 3}}
+    assert tuning.stored_overrides(one, ("CartPole-v1",)) == {"CartPole-v1": {"n_epochs": 3}}
 
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])

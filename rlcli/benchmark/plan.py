@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -20,6 +19,7 @@ from pydantic import Field, ValidationError
 from rlcli.benchmark.scores import data_dir
 from rlcli.config import EnvConfig, Frozen, deep_merge, load_run_config, parse_overrides
 from rlcli.errors import UsageError
+from rlcli.runs import safe_name
 
 RUNS_DIR = "runs"
 DEFAULT_ROOT = Path("benchmarks")
@@ -71,10 +71,6 @@ class BenchmarkPlan(Frozen):
 
     def run_dir(self, run: RunSpec) -> Path:
         return self.directory / RUNS_DIR / run.name
-
-
-def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
 def load_suites() -> dict[str, Suite]:

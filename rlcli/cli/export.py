@@ -24,7 +24,8 @@ def export_command(
     run: Run,
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="File format.")] = ExportFormat.onnx,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Policy file [default: RUN/export/policy.onnx or .pt]; its spec is FILE.json.",
+        "--out", "-o", help="Policy file \\[default: RUN/export/policy.onnx or .pt; ./export/NAME/... for a run in "
+                            "the Hub's cache or one that cannot be written]; its spec is FILE.json.",
         show_default=False)] = None,
     best: Best = False,
     check_batch: Annotated[int, typer.Option(

@@ -25,18 +25,23 @@ def publish(
     video: Annotated[bool, typer.Option("--video/--no-video", help="Record replay.mp4.")] = True,
     seed: Seed = 12345,
     out: Annotated[Optional[Path], typer.Option(
-        help="Where to build the repo folder \\[default: RUN/hub].", show_default=False)] = None,
+        help="Where to build the repo folder \\[default: RUN/hub, or ./hub/USER__NAME for a run in the Hub's "
+             "cache or one that cannot be written].", show_default=False)] = None,
 ) -> None:
     import torch
 
     from rlcli import hub
+    from rlcli.export import require_onnx
 
     torch.set_num_threads(1)
+    # everything that can refuse at once does so before minutes of evaluation, not after
     hub.parse_repo_id(repo_id)
+    require_onnx()
     run_dir = resolve_run(run)
     if not dry_run:
-        hub.check_login()  # before minutes of evaluation, not after
-    built = hub.build_folder(run_dir, repo_id, out or run_dir / "hub", episodes=episodes, video=video, seed=seed)
+        hub.check_login()
+    built = hub.build_folder(run_dir, repo_id, out or hub.default_folder(run_dir, repo_id), episodes=episodes,
+                             video=video, seed=seed)
     r = built.results
     typer.echo(f"{r['env_id']} ({r['algo']}, {r['steps_trained'] or 0:,} steps): {r['mean_return']:.2f} ± "
                f"{r['std_return']:.2f} over {r['episodes']} episodes")

@@ -111,23 +111,25 @@ def tune(
         console.print(f"The study already holds {done} trials; raise --trials to run more.")
 
     display = TrialDisplay(console, study, search_keys(search))
-    failures: list[str] = []
+    outcome = tuning.RunOutcome([], [])
     interrupted = False
     try:
         with display.live:
-            failures = tuning.run(spec, display.refresh)
+            outcome = tuning.run(spec, display.refresh)
             display.refresh()
     except KeyboardInterrupt:
         interrupted = True
     summary = results.summarize(spec, study, write=write and not interrupted)
     print_summary(console, spec, summary)
-    for line in failures:
-        console.print(f"error: {line}")
+    for line in outcome.notes:
+        console.print(line, markup=False)
+    for line in outcome.failures:
+        console.print(f"error: {line}", markup=False)
     if interrupted:
         console.print("Interrupted; the running trials are recorded as interrupted. "
                       "Run the same command again to continue the study.")
         raise typer.Exit(130)
-    if failures:
+    if outcome.failures:
         raise typer.Exit(1)
 
 

@@ -3,9 +3,12 @@ coordinates), drawn with Optuna's matplotlib backend."""
 
 from __future__ import annotations
 
+import io
 import warnings
 from pathlib import Path
 from typing import Any
+
+from rlcli.checkpoint import atomic_write
 
 PLOTS = ("optimization_history.png", "param_importances.png", "parallel_coordinate.png")
 
@@ -51,7 +54,13 @@ def save_plots(study: Any, directory: Path) -> list[Path]:
             continue
         figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
         figure.set_size_inches(10, 6)
-        figure.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(figure)
+        # rendered in memory, then written atomically: a reader (or a second process summarising the
+        # same study) never sees half a PNG
+        png = io.BytesIO()
+        try:
+            figure.savefig(png, format="png", dpi=100, bbox_inches="tight")
+        finally:
+            plt.close(figure)
+        atomic_write(path, png.getvalue())
         written.append(path)
     return written

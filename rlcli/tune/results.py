@@ -10,7 +10,6 @@ line and comment stays as it was.
 from __future__ import annotations
 
 import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,10 +17,11 @@ from typing import Any, NamedTuple
 import yaml
 
 from rlcli import config
+from rlcli.checkpoint import atomic_write
 from rlcli.config import deep_merge
 from rlcli.errors import UsageError
 from rlcli.tune.plots import importances, save_plots
-from rlcli.tune.study import TrialRow, TuneSpec, redact, trial_rows
+from rlcli.tune.study import TrialRow, TuneSpec, redact, stored_overrides, trial_rows
 
 BEST, SUMMARY = "best.yml", "summary.json"
 TUNE_COMMENT = "# rlcli tune"
@@ -53,7 +53,7 @@ def summarize(spec: TuneSpec, study: Any, write: bool = False) -> Summary:
     best_yml = written = None
     if best is not None:
         trial = next(t for t in study.get_trials(deepcopy=False) if t.number == best.number)
-        entries = best_entries(spec, trial.user_attrs.get("hyperparams", {}))
+        entries = best_entries(spec, stored_overrides(trial.user_attrs, spec.env_ids))
         comment = describe(spec, best, counts)
         best_yml = spec.study_dir / BEST
         _write_text(best_yml, "\n".join(comment) + "\n" + "".join(
@@ -78,10 +78,10 @@ def summarize(spec: TuneSpec, study: Any, write: bool = False) -> Summary:
     return summary
 
 
-def best_entries(spec: TuneSpec, overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per env id: its current hyperparameter entry with ``overrides`` merged in."""
+def best_entries(spec: TuneSpec, overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per env id: its current hyperparameter entry with its ``overrides`` (per env id) merged in."""
     table = config.load_yaml(config.hyperparams_dir() / f"{spec.algo}.yml")
-    return {env_id: _plain(deep_merge(table.get(env_id) or {}, overrides)) for env_id in spec.env_ids}
+    return {env_id: _plain(deep_merge(table.get(env_id) or {}, overrides[env_id])) for env_id in spec.env_ids}
 
 
 def describe(spec: TuneSpec, best: TrialRow, counts: dict[str, int]) -> list[str]:
@@ -198,6 +198,6 @@ def _plain(value: Any) -> Any:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Atomic and safe against a second ``rlcli tune`` summarising the same study at the same moment:
+    each writer has its own temporary file, and the last rename wins whole."""
+    atomic_write(path, text.encode())

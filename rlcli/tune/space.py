@@ -56,6 +56,12 @@ SAC_SPACE: dict[str, Any] = {
 }
 
 SPACES = {"ppo": PPO_SPACE, "sac": SAC_SPACE}
+# fields whose valid values depend on one another's (the config models' cross-field checks): a space
+# is checked in every combination of the parameters that set them
+COUPLED: dict[str, tuple[str, ...]] = {
+    "ppo": ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk"),
+    "sac": (),
+}
 SIGNIFICANT_DIGITS = 3
 
 
@@ -120,8 +126,10 @@ class SearchSpace:
 
     def check(self, base: dict[str, Any], where: str) -> None:
         """Raises a UsageError naming the key when a value the space can produce is invalid with the
-        hyperparameters in ``base`` (the bounds and every choice of each parameter are tried, and every
-        rollout shape against every minibatch count)."""
+        hyperparameters in ``base`` (one env's merged entry; call it for every env tuned). The parameters
+        that constrain one another (``COUPLED``: the rollout shape) are tried in every combination of
+        their choices and bounds, each other parameter at each of its choices and bounds; every rollout
+        shape is also tried against every minibatch count."""
         for param in self.params:
             if param.kind == "minibatches":
                 envs, steps = (_choices_of(self, base, key, where) for key in ("n_envs", "n_steps"))
@@ -131,9 +139,17 @@ class SearchSpace:
                             f"{self.source}: minibatches {count} does not divide the rollout "
                             f"n_envs*n_steps = {n_envs}*{n_steps}{where}; use counts that divide every "
                             "rollout, e.g. powers of two with power-of-two n_envs and n_steps")
+        coupled = [p for p in self.params if p.kind == "minibatches" or set(p.targets) & set(COUPLED[self.algo])]
         first = {p.study_name: _extremes(p)[0] for p in self.params}
-        probes = [("its first values", first)] + [
-            (f"{p.study_name}={x}", {**first, p.study_name: x}) for p in self.params for x in _extremes(p)[1:]]
+        # the constraints among coupled fields are monotonic (minibatch_size <= n_envs * n_steps), so the
+        # bounds of a range stand for the values between them
+        probes = []
+        for values in itertools.product(*(_extremes(p) for p in coupled)):
+            combination = {p.study_name: x for p, x in zip(coupled, values, strict=True)}
+            described = ", ".join(f"{k}={x}" for k, x in combination.items()) or "its first values"
+            probes.append((described, {**first, **combination}))
+        probes += [(f"{p.study_name}={x}", {**first, p.study_name: x})
+                   for p in self.params if p not in coupled for x in _extremes(p)[1:]]
         for described, probe in probes:
             values = deep_merge(base, self.sample(_Fixed(probe), base))
             try:

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from rlcli.config import EnvConfig, EvalConfig, Frozen, deep_merge, hyperparams_for, load_run_config
 from rlcli.errors import UsageError
+from rlcli.runs import safe_name
 from rlcli.tune.space import SearchSpace, flatten
 
 SAMPLERS = ("tpe", "random", "cmaes")
@@ -44,6 +45,8 @@ PRUNERS = ("median", "halving", "none")
 HEARTBEAT_S = 20  # seconds between a running trial's heartbeats in the storage
 GRACE_S = 90  # a running trial without a heartbeat for this long is recorded as interrupted
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+NOTE = "note: "  # a worker log line that the command line shows
+OVERRIDES_BY_ENV = "hyperparams_by_env"  # a trial's user attribute when several envs are tuned
 # settings that change what a trial's value means; a study continues only with the same ones
 RESULT_SETTINGS = ("env_ids", "algo", "steps", "seeds_per_trial", "evaluations", "eval_episodes", "backend",
                    "seed", "space")
@@ -99,8 +102,7 @@ class TrialFailed(Exception):
 
 def default_study_dir(env_ids: tuple[str, ...], algo: str, root: Path = Path("tunes")) -> Path:
     """``tunes/ENV__ALGO`` (several envs joined by ``+``; ids like ``ALE/Pong-v5`` made path-safe)."""
-    safe = "+".join(re.sub(r"[^A-Za-z0-9._-]+", "_", e) for e in env_ids)
-    return root / f"{safe}__{algo}"
+    return root / f"{'+'.join(safe_name(e) for e in env_ids)}__{algo}"
 
 
 def redact(url: str) -> str:
@@ -262,17 +264,34 @@ def report_step(unit: int, spec: TuneSpec, step: int, every: int) -> int:
     return unit * (spec.evaluations + 1) + min(step // every, spec.evaluations)
 
 
+def trial_overrides(trial: Any, spec: TuneSpec, space: SearchSpace) -> dict[str, dict[str, Any]]:
+    """Per env id: the overrides of its hyperparameters that ``trial`` samples. The drawn values are the
+    same for every env (a trial answers a name it has drawn with that draw); what derives from an env's
+    own entry can differ: the minibatch size, when the space splits a rollout shape it does not sample."""
+    return {env_id: space.sample(trial, base_hyperparams(spec, env_id)) for env_id in spec.env_ids}
+
+
+def stored_overrides(user_attrs: dict[str, Any], env_ids: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Per env id: the overrides a finished trial trained with, from its user attributes."""
+    by_env = user_attrs.get(OVERRIDES_BY_ENV) or {}
+    return {env_id: by_env.get(env_id, user_attrs.get("hyperparams", {})) for env_id in env_ids}
+
+
 def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callable[[], None] | None = None) -> float:
     """Samples hyperparameters, trains every env x seed of the trial and returns the mean final evaluated
-    return (mean normalised score with several envs). Raises optuna.TrialPruned, TrialFailed, or
-    KeyboardInterrupt (Ctrl-C)."""
+    return (mean normalised score with several envs). Raises optuna.TrialPruned, TrialFailed,
+    optuna.exceptions.UpdateFinishedTrialError (another worker recorded the trial as interrupted while it
+    ran), or KeyboardInterrupt (Ctrl-C)."""
     import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
 
     from rlcli.envs.registry import env_group
     from rlcli.train import TrainingInterrupted, TrainState, train
 
-    overrides = space.sample(trial, base_hyperparams(spec, spec.env_ids[0]))
-    trial.set_user_attr("hyperparams", overrides)
+    by_env = trial_overrides(trial, spec, space)
+    trial.set_user_attr("hyperparams", by_env[spec.env_ids[0]])  # what the display and summary show
+    if len(by_env) > 1:
+        trial.set_user_attr(OVERRIDES_BY_ENV, by_env)
     every = max(spec.steps // spec.evaluations, 1)
     seeds = [spec.seed + i for i in range(spec.seeds_per_trial)]
     units = [(env_id, seed) for env_id in spec.env_ids for seed in seeds]
@@ -282,7 +301,7 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
         try:
             cfg = load_run_config(
                 spec.algo, EnvConfig(id=env_id, backend=spec.backend, env_module=spec.env_module), env_group(env_id),
-                overrides=deep_merge(overrides, {"steps": spec.steps}), seed=seed, device=spec.device,
+                overrides=deep_merge(by_env[env_id], {"steps": spec.steps}), seed=seed, device=spec.device,
                 torch_threads=spec.threads, env_threads=spec.threads,
                 eval=EvalConfig(every=every, episodes=spec.eval_episodes))
         except UsageError as e:
@@ -310,16 +329,15 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
                     raise optuna.TrialPruned(reason)
             return False
 
-        run_dir = spec.study_dir / "trials" / f"{trial.number:04d}" / f"{_safe(env_id)}__s{seed}"
+        run_dir = spec.study_dir / "trials" / f"{trial.number:04d}" / f"{safe_name(env_id)}__s{seed}"
         try:
             state = train(cfg, run_dir, [report])
-        except (optuna.TrialPruned, TrialFailed):
+        except (optuna.TrialPruned, TrialFailed, UpdateFinishedTrialError):
             raise
         except TrainingInterrupted:
             raise KeyboardInterrupt from None
-        except Exception as e:  # a crash of one trial's training must not end the study
-            detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise TrialFailed(f"{type(e).__name__}: {detail} ({env_id}, seed {seed})") from None
+        except Exception as e:  # a crash of one trial's training, or a failed report, must not end the study
+            raise TrialFailed(f"{describe_error(e)} ({env_id}, seed {seed})") from None
         final = _score(env_id, state.eval_return, len(spec.env_ids) > 1)
         if not math.isfinite(final):
             raise TrialFailed(f"diverged: final evaluated return is {state.eval_return} ({env_id}, seed {seed})")
@@ -354,10 +372,6 @@ def check_normalisable(env_ids: tuple[str, ...]) -> None:
                          f"one: {', '.join(sorted(normalizations()))}")
 
 
-def _safe(env_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", env_id)
-
-
 def _canonical(value: Any) -> Any:
     import json
 
@@ -368,10 +382,21 @@ def _canonical(value: Any) -> Any:
 # Workers
 
 
-def run_worker(spec: TuneSpec, worker: int = 0, on_change: Callable[[], None] | None = None) -> list[int]:
+class RunOutcome(NamedTuple):
+    """What ``run`` hands back to the command line."""
+
+    notes: list[str]  # lines worth showing, such as a trial another worker recorded while it ran
+    failures: list[str]  # a line per worker process that failed (its log's last line)
+
+
+def run_worker(spec: TuneSpec, worker: int = 0, on_change: Callable[[], None] | None = None,
+               note: Callable[[str], None] | None = None) -> list[int]:
     """Runs trials until the study holds ``spec.trials`` (counting other workers' trials); returns the
-    numbers of the trials this worker ran. Ctrl-C records the running trial as interrupted and re-raises."""
+    numbers of the trials this worker ran. ``note`` receives a line about a trial that another worker
+    recorded as interrupted while it ran here (its result is dropped). Ctrl-C records the running trial
+    as interrupted and re-raises; a storage that fails while a trial is recorded is a StorageLost."""
     import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     storage = open_storage(spec.storage)
@@ -380,54 +405,111 @@ def run_worker(spec: TuneSpec, worker: int = 0, on_change: Callable[[], None] | 
     ran: list[int] = []
     while True:
         _fail_lost_trials(study, storage)
-        with _claim_lock(spec, storage):
-            if counted_trials(study) >= spec.trials:
-                return ran
-            trial = study.ask()
-            trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
-        ran.append(trial.number)
-        if on_change is not None:
-            on_change()
-        with _heartbeat(storage, trial._trial_id):
-            try:
+        trial = None
+        try:
+            with _interrupts_held(), _claim_lock(spec, storage):
+                if counted_trials(study) >= spec.trials:
+                    return ran
+                trial = study.ask()
+                trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+            ran.append(trial.number)
+            if on_change is not None:
+                on_change()
+            with _heartbeat(storage, trial._trial_id):
                 value = objective(trial, spec, space, on_change)
-            except optuna.TrialPruned:
-                study.tell(trial, state=TrialState.PRUNED)
-            except TrialFailed as e:
-                trial.set_user_attr("fail_reason", str(e))
-                study.tell(trial, state=TrialState.FAIL)
-            except KeyboardInterrupt:
-                trial.set_user_attr("fail_reason", "interrupted")
-                trial.set_user_attr("interrupted", True)
-                study.tell(trial, state=TrialState.FAIL)
-                raise
-            else:
-                study.tell(trial, value)
+            outcome: tuple[TrialState, float | None, dict[str, Any]] | None = (TrialState.COMPLETE, value, {})
+        except optuna.TrialPruned:
+            outcome = (TrialState.PRUNED, None, {})
+        except TrialFailed as e:
+            outcome = (TrialState.FAIL, None, {"fail_reason": str(e)})
+        except UpdateFinishedTrialError:  # from report() or set_user_attr() while it trained
+            outcome = None
+        except KeyboardInterrupt:
+            if trial is not None:
+                _record(spec, study, trial, TrialState.FAIL, None, {"fail_reason": "interrupted", "interrupted": True},
+                        note)
+            raise
+        if outcome is None:
+            _note_taken(trial, note)
+        else:
+            _record(spec, study, trial, *outcome, note)
         if on_change is not None:
             on_change()
 
 
-def run(spec: TuneSpec, on_change: Callable[[], None] | None = None, poll_s: float = 1.0) -> list[str]:
+class StorageLost(UsageError):
+    """The study's storage failed while a trial was being recorded."""
+
+
+def _record(spec: TuneSpec, study: Any, trial: Any, state: Any, value: float | None, attrs: dict[str, Any],
+            note: Callable[[str], None] | None) -> None:
+    """Records the trial's end; a trial that another worker already recorded (its heartbeats stopped
+    reaching the storage for GRACE_S seconds) keeps that record, and ``note`` hears of it. Raises
+    StorageLost when the storage fails."""
+    from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with _interrupts_held():
+            for key, attr in attrs.items():
+                trial.set_user_attr(key, attr)
+            finished = study.tell(trial, value, state=state, skip_if_finished=True)
+    except UpdateFinishedTrialError:
+        _note_taken(trial, note)
+        return
+    except (SQLAlchemyError, StorageInternalError) as e:
+        raise StorageLost(f"could not record trial {trial.number} in the study storage {redact(spec.storage)} "
+                          f"({describe_error(e)}); running the command again records it as interrupted and "
+                          "continues the study") from None
+    if finished.state != state:
+        _note_taken(trial, note)
+
+
+def _note_taken(trial: Any, note: Callable[[str], None] | None) -> None:
+    if note is not None:
+        note(f"trial {trial.number} was recorded as interrupted by another worker while it ran here (its "
+             f"heartbeats had not reached the storage for {GRACE_S} s); its result is dropped, and another "
+             "trial takes its place")
+
+
+def describe_error(error: BaseException) -> str:
+    """``Type: first line of the message``, of the database's error where Optuna wraps one."""
+    from optuna.exceptions import StorageInternalError
+
+    if isinstance(error, StorageInternalError) and error.__cause__ is not None:
+        error = error.__cause__
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def run(spec: TuneSpec, on_change: Callable[[], None] | None = None, poll_s: float = 1.0) -> RunOutcome:
     """Runs the study with ``spec.jobs`` worker processes (in this process when 1); ``on_change`` is
-    called as trials start, report and end (every ``poll_s`` seconds with worker processes). Returns a
-    line per worker process that failed (its log's last line); Ctrl-C stops the workers, each recording
-    its running trial as interrupted, and re-raises KeyboardInterrupt."""
+    called as trials start, report and end (every ``poll_s`` seconds with worker processes). Ctrl-C
+    stops the workers, each recording its running trial as interrupted, and re-raises KeyboardInterrupt."""
     if spec.jobs == 1:
-        run_worker(spec, 0, on_change)
-        return []
-    logs = spec.study_dir / "workers"
-    logs.mkdir(parents=True, exist_ok=True)
+        notes: list[str] = []
+        run_worker(spec, 0, on_change, notes.append)
+        return RunOutcome(notes, [])
+    logs = [spec.study_dir / "workers" / f"worker-{i}.log" for i in range(spec.jobs)]
+    logs[0].parent.mkdir(parents=True, exist_ok=True)
+    offsets = [log.stat().st_size if log.is_file() else 0 for log in logs]  # logs are appended to by each run
     context = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools and locks
-    processes = [context.Process(target=_worker_main, args=(spec.model_dump_json(), i, str(logs / f"worker-{i}.log")),
-                                 name=f"rlcli-tune-worker-{i}") for i in range(spec.jobs)]
-    for process in processes:
-        process.start()
+    stop = context.Event()
+    processes = [context.Process(target=_worker_main, args=(spec.model_dump_json(), i, str(log), stop),
+                                 name=f"rlcli-tune-worker-{i}") for i, log in enumerate(logs)]
+    threads = str(spec.threads or 1)
+    # the spawned interpreter re-imports the main module (and with it torch) before any worker code runs,
+    # so the thread caps must be in the environment it starts with
+    with _environment(dict.fromkeys(THREAD_VARIABLES, threads)), _sigint_ignored_while_starting():
+        for process in processes:
+            process.start()
     try:
         while any(p.is_alive() for p in processes):
             if on_change is not None:
                 on_change()
             time.sleep(poll_s)
     except KeyboardInterrupt:
+        stop.set()  # for a worker still starting, which would not see the signal
         for process in processes:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGINT)
@@ -435,30 +517,124 @@ def run(spec: TuneSpec, on_change: Callable[[], None] | None = None, poll_s: flo
             process.join(timeout=30)
             if process.is_alive():
                 process.terminate()
+                process.join(timeout=5)
         raise
     for process in processes:
         process.join()
-    failed = [(i, p.exitcode, logs / f"worker-{i}.log") for i, p in enumerate(processes) if p.exitcode != 0]
-    return [f"worker {i} exited with {code}: {_last_line(log)} (log: {log})" for i, code, log in failed]
+    notes = [line.removeprefix(NOTE) for log, offset in zip(logs, offsets, strict=True)
+             for line in _lines_after(log, offset) if line.startswith(NOTE)]
+    failures = [f"worker {i} exited with {p.exitcode}: {_last_line(log)} (log: {log})"
+                for i, (p, log) in enumerate(zip(processes, logs, strict=True)) if p.exitcode != 0]
+    return RunOutcome(notes, failures)
 
 
-def _worker_main(spec_json: str, worker: int, log_path: str) -> None:
-    """Entry point of a worker process: thread pools capped, output to its log file."""
+def _worker_main(spec_json: str, worker: int, log_path: str, stop: Any) -> None:
+    """Entry point of a worker process: its own session, so that the terminal's Ctrl-C (sent to the
+    whole foreground process group) does not reach it and the interrupt the parent forwards is its only
+    one; output to its log file."""
     spec = TuneSpec.model_validate_json(spec_json)
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(spec.threads or 1)
+    # started with SIGINT ignored and blocked (see _sigint_ignored_while_starting); setting SIG_IGN
+    # again drops one that arrived while starting
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     log = open(log_path, "a", buffering=1)  # noqa: SIM115  (open for the process's lifetime)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log
+    log.write(f"worker {worker} started (process {os.getpid()})\n")
     try:
-        ran = run_worker(spec, worker)
-        print(f"worker {worker} ran trials {ran}")
+        signal.signal(signal.SIGINT, _interrupt_once)
+        if stop.is_set():  # Ctrl-C came while this process started, when it could not see the signal
+            raise KeyboardInterrupt
+        _stop_when_parent_ends()
+        ran = run_worker(spec, worker, note=lambda line: log.write(f"{NOTE}{line}\n"))
+        log.write(f"worker {worker} ran trials {ran}\n")
     except KeyboardInterrupt:
-        print(f"worker {worker} interrupted")
+        log.write(f"worker {worker} interrupted\n")
     except UsageError as e:
-        print(f"error: {e}")
+        log.write(f"error: {e}\n")
         sys.exit(2)
+
+
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """A worker's SIGINT handler: the first raises KeyboardInterrupt, later ones are ignored, since
+    they would land in the checkpoint save or the storage write that the first one started."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _stop_when_parent_ends() -> None:
+    """In its own session a worker would outlive a parent killed or hung up on; it interrupts itself
+    then, recording its running trial as interrupted."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="rlcli-tune-parent-watch", daemon=True).start()
+
+
+@contextlib.contextmanager
+def _sigint_ignored_while_starting() -> Iterator[None]:
+    """Worker processes start with SIGINT ignored (the disposition survives exec, and Python keeps an
+    ignored SIGINT ignored), so that a Ctrl-C while they start cannot break their start-up; blocked
+    here as well, so that this process receives such a Ctrl-C once they have started."""
+    if threading.current_thread() is not threading.main_thread():  # handlers are set from the main thread only
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in os.environ (which new processes inherit) for the duration."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Holds Ctrl-C while a trial is claimed or recorded and raises it after: an interrupt inside
+    Optuna's storage calls could leave a trial running in the study with no worker to finish it."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield  # handlers are set from the main thread only; an ignored SIGINT needs no holding
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _lines_after(path: Path, offset: int) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def _last_line(path: Path) -> str:

@@ -1,0 +1,32 @@
+"""The agents committed in zoo/: listed with their scores, and playable by name with no training."""
+
+import json
+
+from typer.testing import CliRunner
+
+from rlcli.cli import app
+from rlcli.runs import resolve_run, zoo_dir
+
+runner = CliRunner()
+
+
+def test_zoo_lists_the_committed_agents_with_their_scores(monkeypatch):
+    monkeypatch.delenv("RLCLI_ZOO_DIR", raising=False)
+    result = runner.invoke(app, ["zoo", "--json"])
+    assert result.exit_code == 0, result.output
+    agents = {a["name"]: a for a in json.loads(result.output)}
+    assert {"CartPole-v1", "Acrobot-v1", "Pendulum-v1"} <= set(agents)
+    assert agents["CartPole-v1"]["algo"] == "ppo" and agents["Pendulum-v1"]["algo"] == "sac"
+    assert agents["CartPole-v1"]["mean_return"] >= 475  # the env's own "solved" threshold
+    assert agents["Acrobot-v1"]["mean_return"] >= -100
+    assert agents["Pendulum-v1"]["mean_return"] >= -250
+    assert agents["Hopper-v5"]["mean_return"] >= 3000
+
+
+def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
+    monkeypatch.delenv("RLCLI_ZOO_DIR", raising=False)
+    assert resolve_run("zoo:CartPole-v1") == resolve_run("CartPole-v1") == zoo_dir() / "CartPole-v1"
+    result = runner.invoke(app, ["eval", "zoo:CartPole-v1", "--episodes", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["env_id"] == "CartPole-v1" and data["episodes"] == 3 and data["mean_return"] >= 475
