@@ -84,7 +84,7 @@ def test_tiny_grid_runs_end_to_end_and_writes_table_and_figures(grid):
     report = (out / "report.md").read_text()
     assert "![CartPole-v1](figures/curves_CartPole-v1.png)" in report
     assert re.search(r"\| CartPole-v1 \| ppo \| 2,048 \| 2,048 \| 2 \| -?[\d.]+ ± [\d.]+ \|", report)
-    assert "— (cleanrl: 490.0 at 500,000)" in report  # published at another budget only
+    assert "— (cleanrl: 490.0 at 500,000, training)" in report  # published at another budget only
 
 
 def _aggregate_row(report):

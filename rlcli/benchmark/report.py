@@ -88,7 +88,7 @@ def _published_text(algo: str, env_id: str, budget: int) -> str:
                          f"{p.seeds or '?'} seed{'s' * (p.seeds != 1)}, {p.return_kind})" for p in same)
     other = published_elsewhere(algo, env_id)
     if other:
-        return "— (" + "; ".join(f"{p.source}: {number(p.mean)} at {p.steps:,}" for p in other) + ")"
+        return "— (" + "; ".join(f"{p.source}: {number(p.mean)} at {p.steps:,}, {p.return_kind}" for p in other) + ")"
     return "—"
 
 
