@@ -56,7 +56,7 @@ def read_run(run_dir: Path) -> RunResult | None:
             return None
         algo, env_id, seed, budget = cfg.algo.algo, cfg.env.id, cfg.seed, cfg.algo.steps
     meta = read_meta(run_dir)
-    history = _eval_history(run_dir)
+    history = checkpoint.eval_history(run_dir)
     latest = history[-1] if history else {}
     wall = meta.get("wall_time")
     steps = int(meta.get("steps", 0))
@@ -72,13 +72,6 @@ def read_run(run_dir: Path) -> RunResult | None:
         versions={k: str(v) for k, v in (meta.get("versions") or {}).items()}, git_commit=meta.get("git_commit"),
         error=record.error if record is not None and status != "finished" else None,
         run_dir=str(run_dir), curve=tuple((int(h["step"]), float(h["mean_return"])) for h in history))
-
-
-def _eval_history(run_dir: Path) -> list[dict]:
-    try:
-        return list(json.loads((run_dir / checkpoint.EVAL).read_text()).get("history", []))
-    except (OSError, ValueError, AttributeError):
-        return []
 
 
 def collect_results(directory: Path) -> list[RunResult]:
