@@ -34,6 +34,7 @@ from rlcli import checkpoint
 from rlcli.benchmark.plan import BenchmarkPlan, RunSpec, TrainOptions
 from rlcli.config import Frozen
 from rlcli.errors import UsageError
+from rlcli.processes import alive
 
 LOG, RECORD, PLAN, LOCK = "train.log", "benchmark-run.json", "benchmark.json", ".lock"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -148,14 +149,8 @@ def run_statuses(plan: BenchmarkPlan) -> list[RunStatus]:
 
 def _still_training(pid: int | None, run_dir: Path) -> bool:
     """Whether process ``pid`` is alive and (where /proc tells) an ``rlcli train`` of ``run_dir``."""
-    if pid is None:
+    if pid is None or not alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     try:
         command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from rlcli.config import EnvConfig, EvalConfig, Frozen, deep_merge, hyperparams_for, load_run_config
 from rlcli.errors import UsageError
+from rlcli.processes import alive
 from rlcli.runs import safe_name
 from rlcli.tune.space import SearchSpace, flatten
 
@@ -703,18 +704,10 @@ def _fail_lost_trials(study: Any, storage: Any) -> None:
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker_host, _, pid = str(t.user_attrs.get("worker", "")).partition(":")
-        if worker_host == host and pid.isdigit() and not _alive(int(pid)):
+        if worker_host == host and pid.isdigit() and not alive(int(pid)):
             storage.set_trial_user_attr(t._trial_id, "fail_reason", f"its worker (process {pid}) ended")
             storage.set_trial_user_attr(t._trial_id, "interrupted", True)
             with contextlib.suppress(Exception):  # another worker may have recorded it first
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
