@@ -28,6 +28,7 @@ from pydantic import ValidationError
 import rlcli
 from rlcli.config import RunConfig, describe_validation_error, dump_config
 from rlcli.errors import CheckpointError
+from rlcli.optim import Adam
 
 CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY = (
     "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json",
@@ -92,7 +93,7 @@ def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]
         raise CheckpointError(f"{path} is corrupt or not a safetensors file ({e})") from None
 
 
-def optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, torch.Tensor]:
+def optimizer_tensors(optimizers: dict[str, Adam]) -> dict[str, torch.Tensor]:
     """Each optimiser's per-parameter state as ``NAME.INDEX.FIELD`` tensors (learning rates are
     not here: the agent's ``extra_state`` carries what its schedule needs)."""
     out = {}
@@ -103,7 +104,7 @@ def optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer]) -> dict[str,
     return out
 
 
-def load_optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer],
+def load_optimizer_tensors(optimizers: dict[str, Adam],
                            tensors: dict[str, torch.Tensor]) -> None:
     states: dict[str, dict[int, dict[str, torch.Tensor]]] = {name: {} for name in optimizers}
     for key, value in tensors.items():

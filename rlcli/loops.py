@@ -109,7 +109,8 @@ class RolloutCollector:
         prev_done_np = self.prev_done.cpu().numpy()
         for t in range(agent.cfg.n_steps):
             obs = agent.obs_norm(self.obs, update=True)
-            out = policy.act(obs)
+            with agent.training_precision():
+                out = policy.act(obs)
             result = env.step(policy.env_actions(out.actions).cpu().numpy())
 
             done_np = result.terminated | result.truncated
@@ -130,7 +131,8 @@ class RolloutCollector:
             self.obs = torch.as_tensor(result.obs, device=self.device)
             self.prev_done = done
             prev_done_np = done_np
-        buf.values[-1] = policy.value(agent.obs_norm(self.obs))
+        with agent.training_precision():
+            buf.values[-1] = policy.value(agent.obs_norm(self.obs))
         return buf
 
 

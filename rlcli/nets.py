@@ -7,6 +7,7 @@ the same maths, without building distribution objects on every call of the hot l
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from typing import NamedTuple
 
 import gymnasium as gym
@@ -20,6 +21,23 @@ from rlcli.config import NetworkConfig
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU,
                                            "silu": nn.SiLU}
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def full_precision(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` in float32, inside an autocast region too. Output layers stay full precision under
+    bf16 training: their outputs (logits, state and action values) are what the losses compare, and a
+    bfloat16 number carries 8 significant bits, 0.4% of a Q-value of any size."""
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return layer(x.float())
+    return layer(x)
+
+
+def training_precision(precision: str, device: torch.device) -> AbstractContextManager:
+    """The context that the training passes run in: bf16 autocast, or nothing for fp32."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()
 
 
 def layer_init(layer: nn.Module, gain: float = math.sqrt(2), ortho: bool = True) -> nn.Module:
@@ -92,24 +110,24 @@ class ActorCritic(nn.Module):
             self.register_buffer("action_low", torch.as_tensor(action_space.low, dtype=torch.float32))
             self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32))
 
+    def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.float() / 255.0 if self.pixels else obs.flatten(1)
+
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.pixels:
-            obs = obs.float() / 255.0
-        else:
-            obs = obs.flatten(1)
+        obs = self._prepare(obs)
         actor = self.actor_trunk(obs)
         critic = actor if self.critic_trunk is None else self.critic_trunk(obs)
         return actor, critic
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         _, critic = self._features(obs)
-        return self.critic_head(critic).squeeze(-1)
+        return full_precision(self.critic_head, critic).squeeze(-1)
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> PolicyOutput:
         """Sample (or take the mode of) the policy; actions are raw (not yet clipped to bounds)."""
         actor, critic = self._features(obs)
-        out = self.actor_head(actor)
-        values = self.critic_head(critic).squeeze(-1)
+        out = full_precision(self.actor_head, actor)
+        values = full_precision(self.critic_head, critic).squeeze(-1)
         if self.kind == "continuous":
             std = self.log_std.exp()
             actions = out if deterministic else out + std * torch.randn_like(out)
@@ -118,12 +136,22 @@ class ActorCritic(nn.Module):
             actions, log_probs = self._categorical_act(out, deterministic)
         return PolicyOutput(actions, log_probs, values)
 
+    def policy_actions(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions alone, as ``act`` would draw them, without the critic or log-probabilities: the
+        inference path of evaluation, play and export."""
+        out = full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
+        if self.kind == "continuous":
+            return out if deterministic else out + self.log_std.exp() * torch.randn_like(out)
+        if deterministic:  # the mode: argmax of the logits is that of the log-probabilities
+            return torch.stack([part.argmax(-1) for part in out.split(self.nvec, dim=-1)], -1)
+        return self._categorical_act(out, deterministic)[0]
+
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(log_probs, entropy, values) of given actions: what the PPO loss differentiates."""
         actor, critic = self._features(obs)
-        out = self.actor_head(actor)
-        values = self.critic_head(critic).squeeze(-1)
+        out = full_precision(self.actor_head, actor)
+        values = full_precision(self.critic_head, critic).squeeze(-1)
         if self.kind == "continuous":
             log_probs = self._normal_log_prob(out, actions)
             entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
@@ -202,8 +230,9 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(actions within the env's bounds, their log-probabilities)."""
         h = self.trunk(obs)
-        mean = self.mean(h)
-        log_std = self.LOG_STD_MIN + 0.5 * (self.LOG_STD_MAX - self.LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1)
+        mean = full_precision(self.mean, h)
+        log_std = self.LOG_STD_MIN + 0.5 * (self.LOG_STD_MAX - self.LOG_STD_MIN) * (
+            torch.tanh(full_precision(self.log_std, h)) + 1)
         pre_tanh = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
         log_prob = squashed_gaussian_log_prob(pre_tanh, mean, log_std)
         return torch.tanh(pre_tanh) * self.action_scale + self.action_bias, log_prob
@@ -242,4 +271,4 @@ class QEnsemble(nn.Module):
         x = self.activation(h.view(-1, n, width).transpose(0, 1))
         for layer in self.layers:
             x = self.activation(layer(x))
-        return self.out(x).squeeze(-1)
+        return full_precision(self.out, x).squeeze(-1)

@@ -26,7 +26,9 @@ from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
 from rlcli.loops import PPOLearner, SACLearner
 
-EVAL_ENVS = 8
+# evaluation envs at most: the default 10 episodes then run side by side in one round, as long as the
+# longest episode rather than two of them
+EVAL_ENVS = 16
 LEARNERS = {"ppo": PPOLearner, "sac": SACLearner}
 OPTIONAL_COLUMNS = ("charts/episode_return", "charts/episode_length", "eval/mean_return", "eval/std_return")
 

@@ -62,3 +62,17 @@ def test_nature_cnn_takes_uint8_frames():
     out = net.act(torch.randint(0, 255, (2, 4, 84, 84), dtype=torch.uint8))
     assert out.actions.shape == (2, 1) and out.values.shape == (2,)
     assert net.critic_trunk is None
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Discrete(4), gym.spaces.MultiDiscrete([3, 2, 5]),
+                                   gym.spaces.Box(-2, 2, (3,), np.float32)])
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_actor_only_inference_draws_the_actions_act_draws(space, deterministic):
+    """Evaluation skips the critic: the same actions as the full forward pass, from the same RNG state."""
+    net = ActorCritic(OBS, space, NetworkConfig(log_std_init=-0.5))
+    obs = torch.randn(16, 5)
+    torch.manual_seed(3)
+    full = net.act(obs, deterministic).actions
+    torch.manual_seed(3)
+    alone = net.policy_actions(obs, deterministic)
+    assert torch.equal(alone, full)

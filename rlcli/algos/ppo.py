@@ -7,6 +7,8 @@ for the adaptive-KL schedule, which needs the epoch's KL to pick the next learni
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 import gymnasium as gym
 import torch
 from torch import nn
@@ -14,8 +16,9 @@ from torch import nn
 from rlcli.buffers import RolloutBatch, RolloutBuffer
 from rlcli.config import PPOConfig, Schedule
 from rlcli.errors import UsageError
-from rlcli.nets import ActorCritic
+from rlcli.nets import ActorCritic, training_precision
 from rlcli.normalization import ObsNormalizer, RewardScaler
+from rlcli.optim import Adam
 
 MIN_LR, MAX_LR = 1e-6, 1e-2  # adaptive-KL bounds, as rl_games
 
@@ -42,10 +45,9 @@ class PPO(nn.Module):
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
-        # fused: one kernel over all parameters; torch's CPU default is a Python loop per tensor,
-        # which profiled at 13% of CartPole's training time
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.learning_rate,
-                                          eps=cfg.adam_eps, fused=True)
+        # one fused kernel over all parameters (torch's CPU default, a Python loop per tensor, profiled
+        # at 13% of CartPole's training time)
+        self.optimizer = Adam(self.policy.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.policy.parameters())
         self.learning_rate = cfg.learning_rate
         self.action_shape = (len(self.policy.nvec),) if self.policy.nvec else tuple(action_space.shape)
@@ -61,7 +63,11 @@ class PPO(nn.Module):
             raise UsageError(f"PPO takes Discrete, MultiDiscrete or Box actions; this environment's are "
                              f"{action_space}")
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def training_precision(self) -> AbstractContextManager:
+        """The arithmetic of rollout acting and the update (``precision``); evaluation is float32."""
+        return training_precision(self.cfg.precision, self.device)
+
+    def optimizers(self) -> dict[str, Adam]:
         return {"policy": self.optimizer}
 
     def extra_state(self) -> dict[str, float]:
@@ -78,8 +84,7 @@ class PPO(nn.Module):
     @torch.no_grad()
     def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Env-ready actions for raw observations, statistics frozen (evaluation, play, export)."""
-        out = self.policy.act(self.obs_norm(obs), deterministic)
-        return self.policy.env_actions(out.actions)
+        return self.policy.env_actions(self.policy.policy_actions(self.obs_norm(obs), deterministic))
 
     def update(self, batch: RolloutBatch, progress: float) -> dict[str, float]:
         """Minibatch epochs over one rollout; ``progress`` is the fraction of training done, in [0, 1]."""
@@ -123,7 +128,8 @@ class PPO(nn.Module):
         obs, actions = batch.obs[index], batch.actions[index]
         old_log_probs, old_values = batch.log_probs[index], batch.values[index]
         advantages, returns = batch.advantages[index], batch.returns[index]
-        log_probs, entropy, values = self.policy.evaluate(obs, actions)
+        with self.training_precision():
+            log_probs, entropy, values = self.policy.evaluate(obs, actions)
 
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
@@ -140,7 +146,7 @@ class PPO(nn.Module):
         entropy_mean = entropy.mean()
         loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
 
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm, foreach=True)
         self.optimizer.step()
@@ -152,5 +158,4 @@ class PPO(nn.Module):
                                 approx_kl, clip_fraction, torch.ones((), device=self.device)])
 
     def _set_lr(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.lr = lr

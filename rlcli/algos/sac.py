@@ -18,8 +18,9 @@ from torch import nn
 from rlcli.buffers import ReplayBatch
 from rlcli.config import SACConfig
 from rlcli.errors import UsageError
-from rlcli.nets import QEnsemble, SquashedGaussianActor
+from rlcli.nets import QEnsemble, SquashedGaussianActor, training_precision
 from rlcli.normalization import ObsNormalizer
+from rlcli.optim import Adam
 
 METRICS = ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha", "charts/q_mean", "charts/entropy")
 ACTOR_METRICS = (1, 2, 5)  # indices that only change on actor updates (every policy_delay-th)
@@ -48,10 +49,9 @@ class SAC(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(act_dim)
-        # fused Adam: one kernel per step instead of a loop over parameters (CPU and CUDA)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.alpha_optimizer = Adam([self.log_alpha], lr=cfg.alpha_lr)
         self.action_dim = act_dim
         self.updates = 0
         self._zero, self._one = torch.zeros((), device=device), torch.ones((), device=device)
@@ -68,7 +68,7 @@ class SAC(nn.Module):
         if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
             raise UsageError(f"SAC here takes flat vector observations; this environment's are {obs_space}")
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+    def optimizers(self) -> dict[str, Adam]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
 
     def extra_state(self) -> dict[str, int]:
@@ -104,8 +104,9 @@ class SAC(nn.Module):
         Returns the METRICS and a 1/0 actor-step flag as one tensor, without synchronising with the device."""
         cfg = self.cfg
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
-        critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
-        self.critic_optimizer.zero_grad(set_to_none=True)
+        with training_precision(cfg.precision, self.device):
+            critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
+        self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
 
@@ -115,15 +116,16 @@ class SAC(nn.Module):
         if actor_step:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
-            actor_loss, log_probs = self._actor_loss(obs)
-            self.actor_optimizer.zero_grad(set_to_none=True)
+            with training_precision(cfg.precision, self.device):
+                actor_loss, log_probs = self._actor_loss(obs)
+            self.actor_optimizer.zero_grad()
             actor_loss.backward()
             self.actor_optimizer.step()
             self.critic.requires_grad_(True)
             entropy = -log_probs.mean()
             if cfg.autotune_alpha:
                 alpha_loss = -(self.log_alpha * (self.target_entropy - entropy)).mean()
-                self.alpha_optimizer.zero_grad(set_to_none=True)
+                self.alpha_optimizer.zero_grad()
                 alpha_loss.backward()
                 self.alpha_optimizer.step()
         if self.updates % cfg.target_update_every == 0:
