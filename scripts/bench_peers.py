@@ -138,6 +138,7 @@ class WorkerArgs:
     seconds: float
     eval_every: int  # env steps between evaluations (CartPole)
     quick: bool  # a smoke run
+    precision: str = "fp32"  # rlcli's training arithmetic (fp32 | bf16); SB3 is always float32
 
 
 class MarksPassed(Exception):
@@ -180,6 +181,8 @@ def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
     from rlcli.config import EnvConfig, EvalConfig, load_run_config
     from rlcli.envs import env_group
 
+    if args.precision != "fp32":
+        overrides = {**overrides, "precision": args.precision}
     return load_run_config(algo, EnvConfig(id=args.env, backend=args.backend), env_group(args.env),
                            overrides=overrides, seed=args.seed, device="auto", eval=EvalConfig(every=0))
 
@@ -523,7 +526,7 @@ def worker_main(opts: argparse.Namespace) -> int:
     """Runs one worker; its JSON is the only line on stdout (library output is sent to stderr)."""
     args = WorkerArgs(seed=opts.seed, steps=opts.steps, learning_starts=opts.learning_starts, backend=opts.backend,
                       env=opts.env, n_envs=opts.n_envs, seconds=opts.seconds, eval_every=opts.eval_every,
-                      quick=opts.quick)
+                      quick=opts.quick, precision=opts.precision)
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         result = WORKERS[opts.worker](args)
@@ -704,6 +707,13 @@ def values(section: Section, measurement: str, side: str) -> list[float]:
     return [r.value for r in section.runs if r.measurement == measurement and r.side == side]
 
 
+def bf16_row(section: Section, sb3: list[float]) -> Row:
+    """The section's rlcli run again with ``precision: bf16`` (SB3 unchanged, float32): an opt-in
+    setting, so a row of its own beside the goal's float32 one."""
+    return Row("the same, rlcli with precision bf16 (SB3 unchanged, float32)", "steps/s",
+               values(section, "train bf16", "rlcli"), sb3)
+
+
 def env_rows(section: Section, env_id: str, train_key: str) -> list[Row]:
     """The env-alone throughput row and how much of it training reaches, per side."""
     envs = {side: [r for r in section.runs if r.measurement == "env" and r.side == side] for side in SIDES}
@@ -786,12 +796,16 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
         measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
                                              backend="gymnasium"))
+        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
+                                             precision="bf16"))
     sb3 = values(section, "train", "SB3")
     section.rows += [
         Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), sb3, Goal(">=", 2)),
         Row("the same, rlcli with --backend gymnasium (SB3 unchanged)", "steps/s",
             values(section, "train gymnasium", "rlcli"), sb3),
+        bf16_row(section, sb3),
     ]
     return section
 
@@ -801,6 +815,9 @@ def bench_hopper_sac(ctx: Context) -> Section:
     section, budgets = Section("hopper-sac"), ctx.budgets
     start, window = budgets.sac_learning_starts, budgets.sac_window
     for seed in ctx.seeds:
+        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-hopper-sac", seed, env="Hopper-v5", steps=window,
+                                             learning_starts=start, precision="bf16"))
         for side, worker in (("rlcli", "rlcli-hopper-sac"), ("SB3", "sb3-hopper-sac")):
             result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5",
@@ -815,6 +832,7 @@ def bench_hopper_sac(ctx: Context) -> Section:
             "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         Row("Hopper-v5 SAC: gradient steps/s in the same window", "steps/s",
             values(section, "updates/s", "rlcli"), values(section, "updates/s", "SB3")),
+        bf16_row(section, values(section, "train", "SB3")),
     ]
     return section
 
@@ -827,10 +845,15 @@ def bench_pong(ctx: Context) -> Section:
             measure(ctx, section, "train", side, seed, "sps", "steps/s",
                     lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID, steps=budget,
                                                                 quick=ctx.quick))
-    section.rows.append(
+        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
+                                             precision="bf16"))
+    section.rows += [
         Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 1 epoch' if ctx.quick else ''}): "
             f"env steps/s over {budget:,} steps", "steps/s",
-            values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)))
+            values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
+        bf16_row(section, values(section, "train", "SB3")),
+    ]
     return section
 
 
@@ -933,6 +956,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     worker.add_argument("--n-envs", type=int, default=0, help=argparse.SUPPRESS)
     worker.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
     worker.add_argument("--eval-every", type=int, default=0, help=argparse.SUPPRESS)
+    worker.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     opts.sections = [name.strip() for name in opts.only.split(",") if name.strip()]
     unknown = [name for name in opts.sections if name not in SECTIONS]
