@@ -144,6 +144,9 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
     seed_everything(cfg.seed + start_step)
     acting_threads, update_threads = choose_threads(cfg)
     torch.set_num_threads(acting_threads)
+    # flush subnormal floats to zero: Adam's second moments and small activations drift into that range as
+    # training goes on, and each subnormal operand costs a CPU a microcode assist
+    torch.set_flush_denormal(True)
 
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start_step)
     eval_env = make_env(cfg, min(EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
