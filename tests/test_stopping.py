@@ -81,6 +81,8 @@ def test_thread_policy(monkeypatch):
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (2, 2)  # update-bound: every core
     assert choose_threads(_cfg("ppo", "CartPole-v1")) == (1, 2)  # acting leaves cores to the envs
     assert choose_threads(_cfg("ppo", "CartPole-v1", torch_threads=3)) == (3, 3)
+    pong = load_run_config("ppo", EnvConfig(id="Pong-v5"), "atari")
+    assert choose_threads(pong) == (2, 2)  # a CNN's acting is convolutions over every env's frames
     monkeypatch.setattr("rlcli.train.available_cores", lambda: 64)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (16, 16)
 
