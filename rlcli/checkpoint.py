@@ -113,8 +113,11 @@ def load_optimizer_tensors(optimizers: dict[str, Adam],
             raise CheckpointError(f"optimizer state for unknown optimizer '{prefix}'")
         states[prefix].setdefault(int(index), {})[name] = value
     for prefix, optimizer in optimizers.items():
-        optimizer.load_state_dict({"state": states[prefix],
-                                   "param_groups": optimizer.state_dict()["param_groups"]})
+        try:
+            optimizer.load_state_dict({"state": states[prefix],
+                                       "param_groups": optimizer.state_dict()["param_groups"]})
+        except (KeyError, ValueError) as e:
+            raise CheckpointError(f"optimizer state '{prefix}' does not fit this agent: {e}") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,7 +25,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-# Arithmetic of the training passes (rollout acting and the update). "bf16": matrix products and
+# Arithmetic of the training passes (the update, and PPO's rollout acting). "bf16": matrix products and
 # convolutions of the hidden layers run in bfloat16 under autocast, about twice the throughput on CPUs
 # with bf16 instructions (AVX512-BF16, AMX) and on recent GPUs; output layers, losses, weights and
 # optimiser state stay float32. Evaluation, play and export always run float32.

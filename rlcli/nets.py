@@ -114,7 +114,9 @@ class ActorCritic(nn.Module):
         if self.pixels:
             # channels-last frames: oneDNN's convolutions run about 1.5x faster on them on a CPU
             # (Nature CNN forward + backward, 256 frames), to the same values
-            return obs.to(torch.float32, memory_format=torch.channels_last).div_(255.0)
+            frames = obs.to(torch.float32, memory_format=torch.channels_last)
+            # in place only on a fresh copy: float frames already channels-last come back as ``obs`` itself
+            return frames.div_(255.0) if frames.data_ptr() != obs.data_ptr() else frames / 255.0
         return obs.flatten(1)
 
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,8 +143,10 @@ class ActorCritic(nn.Module):
         return PolicyOutput(actions, log_probs, values)
 
     def policy_actions(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Actions alone, as ``act`` would draw them, without the critic or log-probabilities: the
-        inference path of evaluation, play and export."""
+        """Actions alone, drawn as ``act`` draws them (the same random numbers), without the critic or
+        log-probabilities: the inference path of evaluation, play and export. The deterministic choice
+        is the argmax of the logits, which can differ from that of the log-probabilities only where two
+        logits tie to float precision."""
         out = full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
         if self.kind == "continuous":
             return out if deterministic else out + self.log_std.exp() * torch.randn_like(out)

@@ -34,6 +34,7 @@ class Adam:
         self.fused = _has_fused_kernel(str(self.params[0].device))
 
     def zero_grad(self) -> None:
+        """Drops every gradient (set to None, as torch.optim does by default)."""
         for p in self.params:
             p.grad = None
 
@@ -68,7 +69,10 @@ class Adam:
         state = {i: {"step": s, "exp_avg": m, "exp_avg_sq": v}
                  for i, (s, m, v) in enumerate(zip(self.steps, self.exp_avgs, self.exp_avg_sqs, strict=True))
                  if float(s) > 0}
-        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps, "params": list(range(len(self.params)))}
+        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps, "weight_decay": 0.0, "amsgrad": False,
+                 "maximize": False, "foreach": None, "capturable": False, "differentiable": False,
+                 "fused": self.fused or None, "decoupled_weight_decay": False,
+                 "params": list(range(len(self.params)))}
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

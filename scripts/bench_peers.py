@@ -231,7 +231,8 @@ def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any]) -> dict[st
     clock, backend = rlcli_timed_train(cfg, [args.steps])
     step, end = clock.times[args.steps]
     return {"steps": step, "seconds": end - clock.start, "sps": step / (end - clock.start),
-            "n_envs": cfg.algo.n_envs, "backend": backend, **rlcli_threads(cfg, clock.threads)}
+            "n_envs": cfg.algo.n_envs, "backend": backend, "precision": cfg.algo.precision,
+            **rlcli_threads(cfg, clock.threads)}
 
 
 def sb3_clock(marks: Sequence[int] = (), stop_at_last_mark: bool = False) -> Any:
@@ -396,7 +397,7 @@ def worker_rlcli_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
     (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
     return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
             "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.algo.n_envs, "backend": backend,
-            **rlcli_threads(cfg, clock.threads)}
+            "precision": cfg.algo.precision, **rlcli_threads(cfg, clock.threads)}
 
 
 def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
@@ -685,6 +686,8 @@ def details_text(result: dict[str, Any]) -> str:
     if "window" in result:
         parts.append(f"steps {result['window'][0]:,}-{result['window'][1]:,}, {result['updates']:,} gradient steps")
     parts.append(f"{result.get('backend')} x{result.get('n_envs')}")
+    if result.get("precision", "fp32") != "fp32":
+        parts.append(result["precision"])
     if "obs_shape" in result:
         parts.append(f"obs {tuple(result['obs_shape'])}")
     parts.append(f"process {result['process_seconds']:.1f} s")
@@ -815,9 +818,6 @@ def bench_hopper_sac(ctx: Context) -> Section:
     section, budgets = Section("hopper-sac"), ctx.budgets
     start, window = budgets.sac_learning_starts, budgets.sac_window
     for seed in ctx.seeds:
-        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
-                lambda seed=seed: run_worker("rlcli-hopper-sac", seed, env="Hopper-v5", steps=window,
-                                             learning_starts=start, precision="bf16"))
         for side, worker in (("rlcli", "rlcli-hopper-sac"), ("SB3", "sb3-hopper-sac")):
             result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5",
@@ -827,6 +827,9 @@ def bench_hopper_sac(ctx: Context) -> Section:
             # update speed independently of that offset
             section.runs.append(Run("updates/s", side, seed, result["updates"] / result["seconds"], "steps/s",
                                     threads_text(result), "gradient steps in the window / its seconds", result))
+        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-hopper-sac", seed, env="Hopper-v5", steps=window,
+                                             learning_starts=start, precision="bf16"))
     section.rows += [
         Row(f"Hopper-v5 SAC, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 1)",
             "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),

@@ -72,3 +72,18 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
         checkpoint.write_json(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]
+
+
+def test_optimizer_state_that_does_not_fit_is_a_checkpoint_error():
+    import gymnasium as gym
+
+    from rlcli.algos.ppo import PPO
+    from rlcli.checkpoint import CheckpointError, load_optimizer_tensors, optimizer_tensors
+    from rlcli.config import PPOConfig
+
+    small = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
+    wide = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
+    wide.policy.evaluate(torch.zeros(2, 5), torch.zeros(2, 1))[0].sum().backward()
+    wide.optimizer.step()
+    with pytest.raises(CheckpointError, match="does not fit"):
+        load_optimizer_tensors(small.optimizers(), optimizer_tensors(wide.optimizers()))
