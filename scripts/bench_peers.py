@@ -158,9 +158,12 @@ class RlcliClock:
         self.total_updates = 0
         self.threads: int | None = None
         self.start = time.perf_counter()
+        self.first: tuple[int, float] | None = None  # (step, time) of the first callback: the first update's end
 
     def __call__(self, state: Any) -> bool:  # state: rlcli.train.TrainState
         now = time.perf_counter()
+        if self.first is None:
+            self.first = (state.step, now)
         if self.threads is None:
             import torch
 
@@ -225,12 +228,19 @@ def rlcli_timed_train(cfg: Any, marks: Sequence[int]) -> tuple[RlcliClock, str]:
     return clock, resolve_backend(cfg.env.id, cfg.env.backend)
 
 
+def steady_rate(steps: int, seconds: float) -> float:
+    """Steps/s after the first update; NaN where the budget ended with it (a --quick run's one rollout)."""
+    return steps / seconds if steps > 0 and seconds > 0 else math.nan
+
+
 def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
     """Env steps/s from the start of train() to the first callback at or past ``args.steps``."""
     cfg = rlcli_config("ppo", args, overrides)
     clock, backend = rlcli_timed_train(cfg, [args.steps])
     step, end = clock.times[args.steps]
+    first_step, first_time = clock.first  # type: ignore[misc]
     return {"steps": step, "seconds": end - clock.start, "sps": step / (end - clock.start),
+            "steady_sps": steady_rate(step - first_step, end - first_time),
             "n_envs": cfg.algo.n_envs, "backend": backend, "precision": cfg.algo.precision,
             **rlcli_threads(cfg, clock.threads)}
 
@@ -247,12 +257,19 @@ def sb3_clock(marks: Sequence[int] = (), stop_at_last_mark: bool = False) -> Any
             self.times: dict[int, tuple[int, float]] = {}
             self.updates: dict[int, int] = {}  # mark -> gradient steps so far
             self.threads = 0
+            self.rollouts = 0
+            self.first: tuple[int, float] | None = None  # (steps, time) when the first update has ended
 
         def _on_training_start(self) -> None:
             import torch
 
             self.threads = torch.get_num_threads()
             self.start = time.perf_counter()
+
+        def _on_rollout_start(self) -> None:
+            self.rollouts += 1
+            if self.rollouts == 2:
+                self.first = (self.num_timesteps, time.perf_counter())
 
         def _on_step(self) -> bool:
             now = time.perf_counter()
@@ -274,7 +291,9 @@ def sb3_ppo_throughput(model: Any, steps: int) -> dict[str, Any]:
     clock = sb3_clock()
     model.learn(total_timesteps=steps, callback=clock)
     seconds = clock.end - clock.start
+    first_steps, first_time = clock.first or (model.num_timesteps, clock.end)
     return {"steps": model.num_timesteps, "seconds": seconds, "sps": model.num_timesteps / seconds,
+            "steady_sps": steady_rate(model.num_timesteps - first_steps, clock.end - first_time),
             "n_envs": model.n_envs, "backend": type(model.get_env().unwrapped).__name__,
             "torch_threads": clock.threads}
 
@@ -710,6 +729,22 @@ def values(section: Section, measurement: str, side: str) -> list[float]:
     return [r.value for r in section.runs if r.measurement == measurement and r.side == side]
 
 
+def add_steady(section: Section, side: str, seed: int, result: dict[str, Any]) -> None:
+    """Records a PPO run's steady throughput: from the end of its first update to the end of its last."""
+    section.runs.append(Run("steady", side, seed, result["steady_sps"], "steps/s", threads_text(result),
+                            "steps after the first update / seconds after it", result))
+
+
+def steady_row(section: Section) -> Row:
+    """The goal row's runs timed from the end of each side's first update. The goal row starts rlcli's
+    clock at the call to train(), before its envs and agent are built (envpool's import among them), and
+    SB3's at training start, after its are: this row leaves construction and the first iteration out on
+    both sides alike."""
+    return Row("the same runs, both sides timed from the end of their first update (building envs and agent "
+               "left out on both sides)", "steps/s", values(section, "steady", "rlcli"),
+               values(section, "steady", "SB3"))
+
+
 def bf16_row(section: Section, sb3: list[float]) -> Row:
     """The section's rlcli run again with ``precision: bf16`` (SB3 unchanged, float32): an opt-in
     setting, so a row of its own beside the goal's float32 one."""
@@ -792,10 +827,10 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
     its gymnasium backend, which separates the env backend's share of the gain from the engine's."""
     section, budget = Section("hopper-ppo-same"), ctx.budgets.hopper_ppo_steps
     for seed in ctx.seeds:
-        measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
-                lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget))
-        measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
-                lambda seed=seed: run_worker("sb3-hopper-ppo-same", seed, env="Hopper-v5", steps=budget))
+        for side, worker in (("rlcli", "rlcli-hopper-ppo-same"), ("SB3", "sb3-hopper-ppo-same")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget))
+            add_steady(section, side, seed, result)
         measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
                                              backend="gymnasium"))
@@ -806,6 +841,7 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
     section.rows += [
         Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), sb3, Goal(">=", 2)),
+        steady_row(section),
         Row("the same, rlcli with --backend gymnasium (SB3 unchanged)", "steps/s",
             values(section, "train gymnasium", "rlcli"), sb3),
         bf16_row(section, sb3),
@@ -845,9 +881,10 @@ def bench_pong(ctx: Context) -> Section:
     section, budget = Section("pong"), ctx.budgets.pong_steps
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-pong"), ("SB3", "sb3-pong")):
-            measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                    lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID, steps=budget,
-                                                                quick=ctx.quick))
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID,
+                                                                         steps=budget, quick=ctx.quick))
+            add_steady(section, side, seed, result)
         measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
                                              precision="bf16"))
@@ -855,6 +892,7 @@ def bench_pong(ctx: Context) -> Section:
         Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 1 epoch' if ctx.quick else ''}): "
             f"env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
+        steady_row(section),
         bf16_row(section, values(section, "train", "SB3")),
     ]
     return section
