@@ -114,9 +114,8 @@ class ActorCritic(nn.Module):
         if self.pixels:
             # channels-last frames: oneDNN's convolutions run about 1.5x faster on them on a CPU
             # (Nature CNN forward + backward, 256 frames), to the same values
-            frames = obs.to(torch.float32, memory_format=torch.channels_last)
-            # in place only on a fresh copy: float frames already channels-last come back as ``obs`` itself
-            return frames.div_(255.0) if frames.data_ptr() != obs.data_ptr() else frames / 255.0
+            # copy=True: the scaling below is in place, and must never reach the caller's tensor
+            return obs.to(torch.float32, memory_format=torch.channels_last, copy=True).div_(255.0)
         return obs.flatten(1)
 
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,7 +149,7 @@ class ActorCritic(nn.Module):
         out = full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
         if self.kind == "continuous":
             return out if deterministic else out + self.log_std.exp() * torch.randn_like(out)
-        if deterministic:  # the mode: argmax of the logits is that of the log-probabilities
+        if deterministic:
             return torch.stack([part.argmax(-1) for part in out.split(self.nvec, dim=-1)], -1)
         return self._categorical_act(out, deterministic)[0]
 

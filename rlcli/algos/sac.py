@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+from contextlib import AbstractContextManager
 
 import gymnasium as gym
 import numpy as np
@@ -68,6 +69,10 @@ class SAC(nn.Module):
         if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
             raise UsageError(f"SAC here takes flat vector observations; this environment's are {obs_space}")
 
+    def training_precision(self) -> AbstractContextManager:
+        """The arithmetic of the update (``precision``); acting and evaluation are float32."""
+        return training_precision(self.cfg.precision, self.device)
+
     def optimizers(self) -> dict[str, Adam]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
 
@@ -104,7 +109,7 @@ class SAC(nn.Module):
         Returns the METRICS and a 1/0 actor-step flag as one tensor, without synchronising with the device."""
         cfg = self.cfg
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
-        with training_precision(cfg.precision, self.device):
+        with self.training_precision():
             critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
@@ -116,7 +121,7 @@ class SAC(nn.Module):
         if actor_step:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
-            with training_precision(cfg.precision, self.device):
+            with self.training_precision():
                 actor_loss, log_probs = self._actor_loss(obs)
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
