@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlcli import checkpoint
+from rlcli import checkpoint, interrupts
 from rlcli.algos import ALGORITHMS, Agent
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv, import_env_module, make_vec_env
@@ -232,18 +232,23 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
                 next_eval = _next_multiple(state.step, cfg.eval.every)
                 metrics.update(run_eval())
             state.metrics = metrics
-            for sink in sinks:
-                sink.write(state.step, metrics)
-            if evaluated:
-                save()
-                if cfg.stop_at is not None and state.eval_return >= cfg.stop_at:  # type: ignore[operator]
-                    stop = True
-            for callback in callbacks:
-                stop = bool(callback(state)) or stop
+            # the writers' queues, the checkpoint and a tuning study's storage; see interrupts.held
+            with interrupts.held():
+                for sink in sinks:
+                    sink.write(state.step, metrics)
+                if evaluated:
+                    save()
+                    if cfg.stop_at is not None and state.eval_return >= cfg.stop_at:  # type: ignore[operator]
+                        stop = True
+                for callback in callbacks:
+                    stop = bool(callback(state)) or stop
         if last_eval_step != state.step:  # stopped early by a callback, or resumed at the end
-            for sink in sinks:
-                sink.write(state.step, run_eval())
-        save(final=True)
+            metrics = run_eval()
+            with interrupts.held():
+                for sink in sinks:
+                    sink.write(state.step, metrics)
+        with interrupts.held():
+            save(final=True)
         return state
     except KeyboardInterrupt:
         state.wall_time = time.perf_counter() - t0
@@ -251,8 +256,9 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
         raise TrainingInterrupted(state) from None
     finally:
         torch.set_flush_denormal(False)
-        for sink in sinks:
-            sink.close()
+        with interrupts.held():
+            for sink in sinks:
+                sink.close()
         env.close()
         eval_env.close()
 

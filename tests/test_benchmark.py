@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from waiting import wait_for
 
 from rlcli.benchmark import load_suites
 from rlcli.benchmark.scores import normalization_for, published_for
@@ -262,10 +263,7 @@ def _start_benchmark(args, release):
     """A benchmark process, once its run has saved a first checkpoint and is blocked in its env."""
     proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 90
-    while not Path(f"{release}.blocked").is_file():
-        assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
-        time.sleep(0.1)
+    wait_for(Path(f"{release}.blocked").is_file, proc, 90, poll_s=0.1)
     return proc
 
 

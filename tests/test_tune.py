@@ -18,6 +18,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 from typer.testing import CliRunner
+from waiting import wait_for
 
 from rlcli import checkpoint, config
 from rlcli.cli import app
@@ -234,10 +235,9 @@ def test_stopped_workers_record_their_trials_as_interrupted(tmp_path, stop):
     proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        deadline = time.time() + 120
-        while len([d for d in out.glob("trials/*/*") if (d / checkpoint.META).is_file()]) < 2:
-            assert time.time() < deadline and proc.poll() is None, proc.communicate()[0]
-            time.sleep(0.5)  # until both workers train, past their first checkpoint
+        # until both workers train, past their first checkpoint
+        wait_for(lambda: len([d for d in out.glob("trials/*/*") if (d / checkpoint.META).is_file()]) >= 2,
+                 proc, 120, poll_s=0.5)
         os.killpg(proc.pid, signal.SIGINT if stop == "ctrl-c" else signal.SIGKILL)
         output = proc.communicate(timeout=120)[0]
     finally:

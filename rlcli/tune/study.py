@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field
 
+from rlcli import interrupts
 from rlcli.config import EnvConfig, EvalConfig, Frozen, deep_merge, hyperparams_for, load_run_config
 from rlcli.errors import UsageError
 from rlcli.processes import alive
@@ -408,7 +409,7 @@ def run_worker(spec: TuneSpec, worker: int = 0, on_change: Callable[[], None] | 
         _fail_lost_trials(study, storage)
         trial = None
         try:
-            with _interrupts_held(), _claim_lock(spec, storage):
+            with interrupts.held(), _claim_lock(spec, storage):
                 if counted_trials(study) >= spec.trials:
                     return ran
                 trial = study.ask()
@@ -451,7 +452,7 @@ def _record(spec: TuneSpec, study: Any, trial: Any, state: Any, value: float | N
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        with _interrupts_held():
+        with interrupts.held():
             for key, attr in attrs.items():
                 trial.set_user_attr(key, attr)
             finished = study.tell(trial, value, state=state, skip_if_finished=True)
@@ -609,24 +610,6 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Holds Ctrl-C while a trial is claimed or recorded and raises it after: an interrupt inside
-    Optuna's storage calls could leave a trial running in the study with no worker to finish it."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
-        yield  # handlers are set from the main thread only; an ignored SIGINT needs no holding
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            signal.raise_signal(signal.SIGINT)
 
 
 def _lines_after(path: Path, offset: int) -> list[str]:

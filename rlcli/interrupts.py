@@ -1,0 +1,32 @@
+"""Ctrl-C held back while a library call runs that an interrupt would leave half done."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Holds SIGINT for the duration and raises it after, through the handler that was in place.
+
+    A KeyboardInterrupt can land between any two bytecodes, and some library calls do not survive it:
+    one landing in ``threading.Condition.notify`` between releasing a waiter and removing it from the
+    queue leaves a stale waiter that the next notify wakes in place of the real one, so TensorBoard's
+    writer thread sleeps through its shutdown and closing the writer blocks for up to its flush
+    interval (120 s); one inside Optuna's storage calls can leave a trial running with no worker to
+    finish it. Nests; a no-op off the main thread (only it may set handlers) or with SIGINT ignored."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
