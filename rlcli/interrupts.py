@@ -6,11 +6,14 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
 def held() -> Iterator[None]:
-    """Holds SIGINT for the duration and raises it after, through the handler that was in place.
+    """Holds SIGINT for the duration and raises it after, through the handler that was in place; a
+    second SIGINT while held goes through at once (a user who presses Ctrl-C again means it, and a
+    call that hangs, such as a network flush, must still be escapable).
 
     A KeyboardInterrupt can land between any two bytecodes, and some library calls do not survive it:
     one landing in ``threading.Condition.notify`` between releasing a waiter and removing it from the
@@ -22,11 +25,22 @@ def held() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
         yield
         return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    pending = passed = False
+
+    def hold(signum: int, frame: Any) -> None:
+        nonlocal pending, passed
+        if not pending:
+            pending = True
+            return
+        passed = True  # the previous handler takes over, and may itself change the handler
+        signal.signal(signal.SIGINT, previous)
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            signal.raise_signal(signal.SIGINT)
+        if not passed:
+            signal.signal(signal.SIGINT, previous)
+            if pending:
+                signal.raise_signal(signal.SIGINT)

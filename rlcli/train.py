@@ -247,20 +247,28 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
             with interrupts.held():
                 for sink in sinks:
                     sink.write(state.step, metrics)
-        with interrupts.held():
-            save(final=True)
-        return state
+        saved = False
+        try:
+            with interrupts.held():
+                save(final=True)
+                saved = True
+        except KeyboardInterrupt:
+            if not saved:  # a second Ctrl-C cut the save short
+                raise
+        return state  # finished and saved: a Ctrl-C during the save has nothing left to interrupt
     except KeyboardInterrupt:
         state.wall_time = time.perf_counter() - t0
         save()
         raise TrainingInterrupted(state) from None
     finally:
         torch.set_flush_denormal(False)
-        with interrupts.held():
-            for sink in sinks:
-                sink.close()
-        env.close()
-        eval_env.close()
+        try:
+            with interrupts.held():
+                for sink in sinks:
+                    sink.close()
+        finally:  # a second Ctrl-C in a slow close (a W&B upload) still closes the envs
+            env.close()
+            eval_env.close()
 
 
 def _next_multiple(step: int, every: int) -> int:

@@ -59,10 +59,23 @@ def test_held_nests_and_raises_once_at_the_outermost_end():
     assert done == ["outer block"]
 
 
+def test_a_second_interrupt_while_held_goes_through_at_once():
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.held():
+            signal.raise_signal(signal.SIGINT)
+            done.append("after the first")
+            signal.raise_signal(signal.SIGINT)
+            done.append("after the second")
+    assert done == ["after the first"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_held_leaves_an_ignored_interrupt_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with interrupts.held():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # nothing installed to hold it
             signal.raise_signal(signal.SIGINT)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
@@ -86,3 +99,31 @@ def test_an_interrupt_inside_a_callback_lets_it_finish_then_stops_and_saves(tmp_
         train(cfg, tmp_path / "run", [interrupt_at_third])
     assert seen == [64, 128, 192] and stopped.value.state.step == 192
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 192
+
+
+def test_an_interrupt_inside_a_metric_write_lets_the_writers_finish_and_close(tmp_path, monkeypatch):
+    """The writers run with Ctrl-C held: one landing in a write (TensorBoard's queue, where it can
+    leave the writer thread asleep through its shutdown) lets the write finish; the run then saves,
+    stops and closes every writer."""
+    events: list[str] = []
+
+    class InterruptedSink:
+        def __init__(self, log_dir):
+            self.writes = 0
+
+        def write(self, step, metrics):
+            self.writes += 1
+            if self.writes == 2:
+                signal.raise_signal(signal.SIGINT)
+            events.append(f"write {step}")  # after the signal: runs only if the interrupt was held
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr("rlcli.train.TensorBoardSink", InterruptedSink)
+    cfg = load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic", eval=EvalConfig(every=0, episodes=2),
+                          overrides={"steps": 100_000, "n_envs": 2, "n_steps": 32, "minibatch_size": 64})
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(cfg, tmp_path / "run", [])
+    assert events == ["write 64", "write 128", "close"] and stopped.value.state.step == 128
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 128
