@@ -738,12 +738,9 @@ def values(section: Section, measurement: str, side: str) -> list[float]:
 
 
 def add_steady(section: Section, side: str, seed: int, result: dict[str, Any]) -> None:
-    """Records a PPO run's steady throughput: from the end of its first update to the end of its last;
-    for rlcli, also its throughput with the building of its envs and agent counted."""
+    """Records a PPO run's steady throughput: from the end of its first update to the end of its last."""
     section.runs.append(Run("steady", side, seed, result["steady_sps"], "steps/s", threads_text(result),
                             "steps after the first update / seconds after it", result))
-    if side == "rlcli":
-        add_setup(section, seed, result)
 
 
 def add_setup(section: Section, seed: int, result: dict[str, Any]) -> None:
@@ -856,6 +853,8 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
             result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget))
             add_steady(section, side, seed, result)
+            if side == "rlcli":
+                add_setup(section, seed, result)
         measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
                                              backend="gymnasium"))
@@ -911,6 +910,8 @@ def bench_pong(ctx: Context) -> Section:
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID,
                                                                          steps=budget, quick=ctx.quick))
             add_steady(section, side, seed, result)
+            if side == "rlcli":
+                add_setup(section, seed, result)
         measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
                                              precision="bf16"))

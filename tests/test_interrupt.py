@@ -39,6 +39,12 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
     assert meta["steps"] == saved + 512 and meta["finished"]
 
 
+def _small_run():
+    """CartPole PPO with an iteration of 64 steps and no periodic evaluation, far from its end."""
+    return load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic", eval=EvalConfig(every=0, episodes=2),
+                           overrides={"steps": 100_000, "n_envs": 2, "n_steps": 32, "minibatch_size": 64})
+
+
 def test_an_interrupt_while_held_is_raised_when_the_block_ends():
     done = []
     with pytest.raises(KeyboardInterrupt):
@@ -85,8 +91,6 @@ def test_held_leaves_an_ignored_interrupt_ignored():
 def test_an_interrupt_inside_a_callback_lets_it_finish_then_stops_and_saves(tmp_path):
     """Callbacks (a study's storage writes, the progress display) and the metric writers run with
     Ctrl-C held: the callback the interrupt lands in finishes, the run then saves and stops."""
-    cfg = load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic", eval=EvalConfig(every=0, episodes=2),
-                          overrides={"steps": 100_000, "n_envs": 2, "n_steps": 32, "minibatch_size": 64})
     seen: list[int] = []
 
     def interrupt_at_third(state: TrainState) -> bool:
@@ -96,7 +100,7 @@ def test_an_interrupt_inside_a_callback_lets_it_finish_then_stops_and_saves(tmp_
         return False
 
     with pytest.raises(TrainingInterrupted) as stopped:
-        train(cfg, tmp_path / "run", [interrupt_at_third])
+        train(_small_run(), tmp_path / "run", [interrupt_at_third])
     assert seen == [64, 128, 192] and stopped.value.state.step == 192
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 192
 
@@ -121,9 +125,7 @@ def test_an_interrupt_inside_a_metric_write_lets_the_writers_finish_and_close(tm
             events.append("close")
 
     monkeypatch.setattr("rlcli.train.TensorBoardSink", InterruptedSink)
-    cfg = load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic", eval=EvalConfig(every=0, episodes=2),
-                          overrides={"steps": 100_000, "n_envs": 2, "n_steps": 32, "minibatch_size": 64})
     with pytest.raises(TrainingInterrupted) as stopped:
-        train(cfg, tmp_path / "run", [])
+        train(_small_run(), tmp_path / "run", [])
     assert events == ["write 64", "write 128", "close"] and stopped.value.state.step == 128
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 128
