@@ -13,7 +13,7 @@ from rlcli.config import SACConfig
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 from rlcli.loops import SACLearner
-from rlcli.nets import QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
+from rlcli.nets import EnsembleLinear, QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
     find_spec("envpool") is None, reason="envpool is not installed"))]
@@ -55,6 +55,18 @@ def test_stacked_twin_critics_equal_two_separate_networks():
         h = torch.relu(x @ q.first.weight[i] + q.first.bias[i])
         h = torch.relu(h @ q.layers[0].weight[i] + q.layers[0].bias[i])
         assert torch.allclose(out[i], (h @ q.out.weight[i] + q.out.bias[i]).squeeze(-1), atol=1e-6)
+
+
+def test_one_unit_ensemble_layer_equals_a_batched_matmul_in_value_and_gradients():
+    layer = EnsembleLinear(2, 8, 1).double()
+    x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    out = layer(x)
+    grads = torch.autograd.grad(out.square().sum(), (x, layer.weight, layer.bias))
+    reference = torch.baddbmm(layer.bias, x, layer.weight)
+    expected = torch.autograd.grad(reference.square().sum(), (x, layer.weight, layer.bias))
+    assert out.shape == (2, 5, 1) and torch.allclose(out, reference)
+    for got, want in zip(grads, expected, strict=True):
+        assert torch.allclose(got, want)
 
 
 def test_polyak_update_is_an_exact_lerp():
