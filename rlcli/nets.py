@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -18,47 +18,9 @@ from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU,
+                                           "silu": nn.SiLU}
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-LOG2_E = 1.0 / math.log(2.0)
-
-
-def _elu_on_cpu(x: torch.Tensor) -> torch.Tensor:
-    """max(x, exp(min(x, 0)) - 1), with the exponential as exp2: ELU, since exp(x) - 1 >= x everywhere.
-    Within 6e-8 of ``F.elu`` (float32); one temporary, written in place."""
-    y = x.clamp(max=0.0).mul_(LOG2_E).exp2_().sub_(1.0)
-    return torch.maximum(y, x, out=y)
-
-
-class _ELUOnCPU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = _elu_on_cpu(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.elu_backward(grad, 1.0, 1, 1, True, y)  # torch's own, from the output
-
-
-class ELU(nn.Module):
-    """ELU (alpha 1) with a faster forward on a CPU. torch's CPU kernel evaluates ``expm1`` at about
-    1.4 ns an element; clamp, exp2 and max take half that (2,048 x 256 on 2 threads: 393 -> 216 µs),
-    and a one-op ``torch.where`` would cost more than both. Hopper PPO (mujoco group), in-process A/B:
-    update 128.8 -> 122.6 ms, rollout 231.4 -> 226.7 ms. Elsewhere, and when traced or exported,
-    it is ``F.elu``: one fused kernel on a GPU, the standard op in an exported file."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or torch.jit.is_tracing() or torch.compiler.is_compiling() \
-                or torch.compiler.is_exporting():
-            return F.elu(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _ELUOnCPU.apply(x)
-        return _elu_on_cpu(x)
-
-
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": ELU, "silu": nn.SiLU}
 
 
 def full_precision(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
