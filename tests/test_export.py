@@ -210,6 +210,23 @@ def test_multidiscrete_takes_the_argmax_per_dimension(tmp_path, exporter):
     assert compare(agent, module, lambda o: run_file(o) + 10, obs)[0] == float("inf")
 
 
+@pytest.mark.parametrize("exporter", [_export_onnx, _export_torchscript])
+def test_an_elu_network_exports_the_standard_op_and_acts_alike(tmp_path, exporter):
+    torch.manual_seed(0)
+    agent = PPO(PPOConfig(network=NetworkConfig(hidden=(16, 16), activation="elu")),
+                gym.spaces.Box(-5, 5, (3,)), gym.spaces.Box(-1, 1, (2,)), 1, torch.device("cpu"))
+    obs = (np.random.default_rng(0).normal(size=(40, 3)) * 3).astype(np.float32)
+    module = DeterministicPolicy(agent)
+    run_file = exporter(module, torch.as_tensor(obs[:2]), tmp_path / "policy")
+    assert compare(agent, module, run_file, obs)[0] <= TOLERANCE
+    if exporter is _export_torchscript:
+        assert "aten::elu" in str(torch.jit.load(str(tmp_path / "policy")).inlined_graph)
+    else:
+        import onnx
+
+        assert "Elu" in {node.op_type for node in onnx.load(str(tmp_path / "policy")).graph.node}
+
+
 def test_discrete_choices_among_exact_ties_count_as_near_ties():
     agent = _multidiscrete_agent(0.0)  # zero weights, zero bias: every action equally likely
     torch.nn.init.zeros_(agent.policy.actor_head.bias)

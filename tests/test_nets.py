@@ -1,13 +1,15 @@
-"""The hand-written log-probabilities and entropies agree with torch.distributions."""
+"""The hand-written log-probabilities and entropies agree with torch.distributions; the CPU ELU and
+the CPU Linear agree with torch's."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical, Normal
+from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
-from rlcli.nets import ActorCritic
+from rlcli.nets import ELU, ActorCritic, Linear
 
 OBS = gym.spaces.Box(-1, 1, (5,), np.float32)
 
@@ -76,3 +78,41 @@ def test_actor_only_inference_draws_the_actions_act_draws(space, deterministic):
     torch.manual_seed(3)
     alone = net.policy_actions(obs, deterministic)
     assert torch.equal(alone, full)
+
+
+def test_cpu_elu_matches_torchs_in_value_and_its_gradient_to_the_bit():
+    x = torch.cat([torch.linspace(-30, 30, 8001),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, -1e-7, 88.0, -90.0, -1e4])])
+    assert x.numel() >= ELU.SMALL
+    assert torch.allclose(ELU()(x), F.elu(x), rtol=1e-6, atol=1e-7)
+    assert torch.equal(ELU()(x[:100]), F.elu(x[:100]))  # few elements: torch's kernel itself
+    # the gradient is torch's own, from the input: exact even where exp(x) underflows y + 1
+    x = (torch.randn(64, 128) * 8).requires_grad_()
+    upstream = torch.randn(64, 128)
+    (ours,) = torch.autograd.grad(ELU()(x), x, upstream)
+    (torchs,) = torch.autograd.grad(F.elu(x), x, upstream)
+    assert torch.equal(ours, torchs)
+    x64 = (torch.randn(64, 64, dtype=torch.float64) * 3).requires_grad_()
+    assert torch.autograd.gradcheck(ELU(), (x64,), fast_mode=True)
+
+
+@pytest.mark.parametrize("shape", [(11, 256), (4, 64), (256, 128)])
+def test_cpu_linear_matches_nn_linear(shape):
+    torch.manual_seed(0)
+    ours, theirs = Linear(*shape), torch.nn.Linear(*shape)
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(300, shape[0], requires_grad=True)
+    upstream = torch.randn(300, shape[1])
+    outputs = []
+    for layer in (ours, theirs):
+        y = layer(x)
+        outputs.append((y, *torch.autograd.grad(y, (x, layer.weight, layer.bias), upstream)))
+    (y, gx, gw, gb), (ty, tgx, tgw, tgb) = outputs
+    # the output, input and bias gradients to the bit; the weight gradient summed in another order
+    assert torch.equal(y, ty) and torch.equal(gx, tgx) and torch.equal(gb, tgb)
+    exact = upstream.double().t() @ x.detach().double()
+    assert torch.allclose(gw.double(), exact, rtol=1e-4, atol=1e-4)
+    assert (gw.double() - exact).abs().mean() <= 1.5 * (tgw.double() - exact).abs().mean()
+    assert list(ours.state_dict()) == ["weight", "bias"]
+    x64 = torch.randn(20, shape[0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(Linear(*shape).double(), (x64,))
