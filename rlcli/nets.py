@@ -55,8 +55,9 @@ class ELU(nn.Module):
     SMALL = 4096
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or x.numel() < self.SMALL or torch.jit.is_tracing() \
-                or torch.jit.is_scripting() or torch.compiler.is_compiling() or torch.compiler.is_exporting():
+        # tracing first: under a trace, numel() is a tensor, and reading it as a bool warns
+        if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling() \
+                or torch.compiler.is_exporting() or x.device.type != "cpu" or x.numel() < self.SMALL:
             return F.elu(x)
         if torch.is_grad_enabled() and x.requires_grad:
             return _ELUOnCPU.apply(x)
