@@ -107,11 +107,26 @@ class RolloutCollector:
         agent, buf, env = self.agent, self.buffer, self.env
         policy = agent.policy
         prev_done_np = self.prev_done.cpu().numpy()
+        # Acting on one thread, the critic and the writes below run while envpool's threads step the
+        # envs (Hopper x64: 3-10 ms less of a 200 ms rollout, values equal to the bit). A thread pool
+        # (a CNN acts on every core) would spin beside those threads instead: Pong's rollout took
+        # 7-12% longer, so it steps first.
+        overlap = torch.get_num_threads() == 1
         for t in range(agent.cfg.n_steps):
             obs = agent.obs_norm(self.obs, update=True)
             with agent.training_precision():
-                out = policy.act(obs)
-            result = env.step(policy.env_actions(out.actions).cpu().numpy())
+                sample = policy.sample(obs)
+            env.step_async(policy.env_actions(sample.actions).cpu().numpy())
+            result = None if overlap else env.step_wait()
+            with agent.training_precision():
+                values = policy.value_of(sample)
+            buf.obs[t] = obs
+            buf.actions[t] = sample.actions
+            buf.log_probs[t] = sample.log_probs
+            buf.values[t] = values
+            buf.valid[t] = ~self.prev_done
+            if result is None:
+                result = env.step_wait()
 
             done_np = result.terminated | result.truncated
             self.episodes.add(result.raw_reward, ~prev_done_np, result.game_over)
@@ -119,14 +134,9 @@ class RolloutCollector:
             done = torch.as_tensor(done_np, device=self.device)
             reward = torch.as_tensor(result.reward, device=self.device)
 
-            buf.obs[t] = obs
-            buf.actions[t] = out.actions
-            buf.log_probs[t] = out.log_probs
-            buf.values[t] = out.values
             buf.rewards[t] = agent.reward_scaler(reward, done)
             buf.terminated[t] = terminated
             buf.dones[t] = done
-            buf.valid[t] = ~self.prev_done
 
             self.obs = torch.as_tensor(result.obs, device=self.device)
             self.prev_done = done

@@ -155,6 +155,14 @@ class PolicyOutput(NamedTuple):
     values: torch.Tensor
 
 
+class PolicySample(NamedTuple):
+    """The actor's half of ``act``; ``critic_input`` is what ``ActorCritic.value_of`` finishes from."""
+
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    critic_input: torch.Tensor
+
+
 class ActorCritic(nn.Module):
     """One network class for Discrete, MultiDiscrete and Box actions, shared or separate trunks."""
 
@@ -208,16 +216,27 @@ class ActorCritic(nn.Module):
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> PolicyOutput:
         """Sample (or take the mode of) the policy; actions are raw (not yet clipped to bounds)."""
-        actor, critic = self._features(obs)
+        sample = self.sample(obs, deterministic)
+        return PolicyOutput(sample.actions, sample.log_probs, self.value_of(sample))
+
+    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> PolicySample:
+        """``act`` without the critic: rollouts send these actions to the env and evaluate the critic
+        (``value_of``) while it steps. The same values as ``act``, to the bit."""
+        x = self._prepare(obs)
+        actor = self.actor_trunk(x)
         out = full_precision(self.actor_head, actor)
-        values = full_precision(self.critic_head, critic).squeeze(-1)
         if self.kind == "continuous":
             std = self.log_std.exp()
             actions = out if deterministic else out + std * torch.randn_like(out)
             log_probs = self._normal_log_prob(out, actions)
         else:
             actions, log_probs = self._categorical_act(out, deterministic)
-        return PolicyOutput(actions, log_probs, values)
+        return PolicySample(actions, log_probs, actor if self.critic_trunk is None else x)
+
+    def value_of(self, sample: PolicySample) -> torch.Tensor:
+        """State values of the observations that ``sample`` acted on."""
+        critic = sample.critic_input if self.critic_trunk is None else self.critic_trunk(sample.critic_input)
+        return full_precision(self.critic_head, critic).squeeze(-1)
 
     def policy_actions(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Actions alone, drawn as ``act`` draws them (the same random numbers), without the critic or

@@ -69,6 +69,49 @@ def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
     env.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_async_then_wait_is_step(backend):
+    envs = [make_vec_env("CartPole-v1", 3, 0, backend) for _ in range(2)]
+    for env in envs:
+        env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(120):  # random CartPole episodes end within this, so auto-resets are included
+        actions = rng.integers(0, 2, size=3)
+        stepped = envs[0].step(actions)
+        envs[1].step_async(actions)
+        waited = envs[1].step_wait()
+        for a, b in zip(stepped, waited, strict=True):
+            assert np.array_equal(a, b)
+    for env in envs:
+        env.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rollouts_are_the_same_whether_the_critic_overlaps_the_env_or_not(backend, monkeypatch):
+    """The collector evaluates the critic while the env steps only when acting on one thread."""
+    from rlcli.algos.ppo import PPO
+    from rlcli.loops import RolloutCollector
+
+    buffers, orders = [], []
+    for threads in (1, 2):
+        monkeypatch.setattr(torch, "get_num_threads", lambda n=threads: n)
+        torch.manual_seed(0)
+        env = make_vec_env("CartPole-v1", 4, 0, backend)
+        cfg = PPOConfig(n_envs=4, n_steps=48, minibatch_size=64)
+        agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
+        calls: list[str] = []
+        for obj, name in ((env, "step_wait"), (agent.policy, "value_of")):
+            monkeypatch.setattr(obj, name, lambda *a, f=getattr(obj, name), n=name, c=calls: c.append(n) or f(*a))
+        buf = RolloutCollector(env, agent).collect()
+        orders.append(calls[:2])
+        buffers.append({name: value.clone() for name, value in vars(buf).items() if torch.is_tensor(value)})
+        env.close()
+    assert orders == [["value_of", "step_wait"], ["step_wait", "value_of"]]
+    assert buffers[0].keys() == buffers[1].keys() and len(buffers[0]) >= 8
+    for name, value in buffers[0].items():
+        assert torch.equal(value, buffers[1][name]), name
+
+
 def test_unknown_env_id_suggests_close_matches():
     with pytest.raises(UsageError, match="did you mean CartPole-v1"):
         make_vec_env("CartPol-v1", 1, 0)

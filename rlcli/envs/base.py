@@ -36,6 +36,13 @@ class VecEnv(Protocol):
 
     def step(self, actions: np.ndarray) -> StepResult: ...
 
+    def step_async(self, actions: np.ndarray) -> None:
+        """Starts a step whose result ``step_wait`` returns: envpool steps in its own threads meanwhile,
+        so the caller can work beside it (gymnasium's vector env steps in ``step_wait``)."""
+        ...
+
+    def step_wait(self) -> StepResult: ...
+
     def close(self) -> None: ...
 
 

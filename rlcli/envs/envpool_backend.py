@@ -42,7 +42,14 @@ class EnvpoolVecEnv:
         return float32_obs(obs)
 
     def step(self, actions: np.ndarray) -> StepResult:
-        obs, reward, terminated, truncated, info = self._env.step(actions)
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._env.send(actions)
+
+    def step_wait(self) -> StepResult:
+        obs, reward, terminated, truncated, info = self._env.recv(reset=False, return_info=True)
         if self._atari:
             raw_reward = info["reward"].astype(np.float32)
             game_over = info["terminated"].astype(bool) | truncated

@@ -55,6 +55,12 @@ class GymnasiumVecEnv:
         return StepResult(float32_obs(obs), reward.astype(np.float32), terminated, truncated,
                           raw_reward, game_over)
 
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> StepResult:
+        return self.step(self._actions)
+
     def render(self) -> np.ndarray:
         """The first env's frame as the game shows it (RGB)."""
         return self._env.envs[0].render()
