@@ -42,6 +42,13 @@ class _ELUOnCPU(torch.autograd.Function):
         return torch.ops.aten.elu_backward(grad, 1.0, 1, 1, False, x)
 
 
+def _is_exporting() -> bool:
+    """``torch.compiler.is_exporting()``, which torch 2.6 added; older versions export under tracing or
+    ``is_compiling()``, which the callers check too."""
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting and is_exporting())
+
+
 class ELU(nn.Module):
     """ELU (alpha 1) with a faster forward on a CPU, torch's backward. torch's CPU kernel evaluates
     ``expm1`` at about 1.4 ns an element; clamp, exp2 and max take half that (2,048 x 256 on 2
@@ -57,7 +64,7 @@ class ELU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # tracing first: under a trace, numel() is a tensor, and reading it as a bool warns
         if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling() \
-                or torch.compiler.is_exporting() or x.device.type != "cpu" or x.numel() < self.SMALL:
+                or _is_exporting() or x.device.type != "cpu" or x.numel() < self.SMALL:
             return F.elu(x)
         if torch.is_grad_enabled() and x.requires_grad:
             return _ELUOnCPU.apply(x)

@@ -116,3 +116,9 @@ def test_cpu_linear_matches_nn_linear(shape):
     assert list(ours.state_dict()) == ["weight", "bias"]
     x64 = torch.randn(20, shape[0], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(Linear(*shape).double(), (x64,))
+
+
+def test_cpu_elu_runs_on_a_torch_without_compiler_is_exporting(monkeypatch):
+    monkeypatch.delattr(torch.compiler, "is_exporting", raising=False)  # torch < 2.6
+    x = torch.linspace(-5, 5, 8192)
+    assert torch.allclose(ELU()(x), F.elu(x), rtol=1e-6, atol=1e-7)
