@@ -20,6 +20,7 @@ from rlcli.config import NetworkConfig
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 LOG2_E = 1.0 / math.log(2.0)
+FULL_PRECISION = (torch.float32, torch.float64)
 
 
 def _elu_on_cpu(x: torch.Tensor) -> torch.Tensor:
@@ -55,16 +56,18 @@ class ELU(nn.Module):
     threads: 393 -> 216 µs). The gradient is F.elu's to the bit given the same input (an earlier
     version took it from the output, as torch's in-place ELU does: there exp(x) = y + 1 loses every
     digit for x below about -16, and it was reverted). Elsewhere, and when traced or exported, it is
-    ``F.elu``: one fused kernel on a GPU, the standard op in an exported file; and on tensors of
-    fewer than ``SMALL`` elements (evaluation's few rows), where four ops cost more than one (10 x 64:
-    11 against 3 µs)."""
+    ``F.elu``: one fused kernel on a GPU, the standard op in an exported file; in bfloat16 (``precision:
+    bf16``), where four roundings would cost digits that torch's one keeps; and on tensors of fewer than
+    ``SMALL`` elements (evaluation's few rows), where four ops cost more than one (10 x 64: 11 against
+    3 µs)."""
 
     SMALL = 4096
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # tracing first: under a trace, numel() is a tensor, and reading it as a bool warns
         if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling() \
-                or _is_exporting() or x.device.type != "cpu" or x.numel() < self.SMALL:
+                or _is_exporting() or x.device.type != "cpu" or x.dtype not in FULL_PRECISION \
+                or x.numel() < self.SMALL:
             return F.elu(x)
         if torch.is_grad_enabled() and x.requires_grad:
             return _ELUOnCPU.apply(x)

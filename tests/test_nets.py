@@ -86,6 +86,7 @@ def test_cpu_elu_matches_torchs_in_value_and_its_gradient_to_the_bit():
     assert x.numel() >= ELU.SMALL
     assert torch.allclose(ELU()(x), F.elu(x), rtol=1e-6, atol=1e-7)
     assert torch.equal(ELU()(x[:100]), F.elu(x[:100]))  # few elements: torch's kernel itself
+    assert torch.equal(ELU()(x.bfloat16()), F.elu(x.bfloat16()))  # and in bfloat16
     # the gradient is torch's own, from the input: exact even where exp(x) underflows y + 1
     x = (torch.randn(64, 128) * 8).requires_grad_()
     upstream = torch.randn(64, 128)
