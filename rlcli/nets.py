@@ -43,11 +43,13 @@ class _ELUOnCPU(torch.autograd.Function):
         return torch.ops.aten.elu_backward(grad, 1.0, 1, 1, False, x)
 
 
-def _is_exporting() -> bool:
-    """``torch.compiler.is_exporting()``, which torch 2.6 added; older versions export under tracing or
-    ``is_compiling()``, which the callers check too."""
+def _capturing_graph() -> bool:
+    """Whether a TorchScript trace or script, ``torch.compile`` or ``torch.export`` is recording this
+    call: the CPU layers below then give the standard op, which an exported file must carry.
+    ``torch.compiler.is_exporting`` arrived in torch 2.6; older versions export under the others."""
     is_exporting = getattr(torch.compiler, "is_exporting", None)
-    return bool(is_exporting and is_exporting())
+    return (torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling()
+            or bool(is_exporting and is_exporting()))
 
 
 class ELU(nn.Module):
@@ -64,9 +66,8 @@ class ELU(nn.Module):
     SMALL = 4096
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # tracing first: under a trace, numel() is a tensor, and reading it as a bool warns
-        if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling() \
-                or _is_exporting() or x.device.type != "cpu" or x.dtype not in FULL_PRECISION \
+        # capture first: under a trace, numel() is a tensor, and reading it as a bool warns
+        if _capturing_graph() or x.device.type != "cpu" or x.dtype not in FULL_PRECISION \
                 or x.numel() < self.SMALL:
             return F.elu(x)
         if torch.is_grad_enabled() and x.requires_grad:
@@ -122,8 +123,7 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (self.in_features < self.out_features and self.bias is not None and x.dim() == 2
                 and x.device.type == "cpu" and torch.is_grad_enabled() and self.weight.requires_grad
-                and not torch.is_autocast_enabled("cpu") and not torch.jit.is_tracing()
-                and not torch.jit.is_scripting() and not torch.compiler.is_compiling()):
+                and not torch.is_autocast_enabled("cpu") and not _capturing_graph()):
             return _LinearTransposedWeightGrad.apply(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
