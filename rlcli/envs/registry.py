@@ -55,6 +55,8 @@ def envpool_name(env_id: str) -> str | None:
 
 def gymnasium_name(env_id: str) -> str | None:
     """The gymnasium id for an id (envpool's ``Pong-v5`` is gymnasium's ``ALE/Pong-v5``)."""
+    if env_id in gym.registry:  # before registering Atari: a CartPole process need not import ale_py
+        return env_id
     ids = gymnasium_ids()
     if env_id in ids:
         return env_id
