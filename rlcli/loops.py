@@ -114,7 +114,7 @@ class RolloutCollector:
         overlap = torch.get_num_threads() == 1
         # a step's rewards, dones and episode bookkeeping are recorded during the next step, for the
         # same reason; nothing between needs them (the reward scaler's state is its own)
-        pending: tuple[int, StepResult, np.ndarray, np.ndarray] | None = None
+        pending: tuple[int, StepResult, torch.Tensor, np.ndarray] | None = None
         for t in range(agent.cfg.n_steps):
             obs = agent.obs_norm(self.obs, update=True)
             with agent.training_precision():
@@ -134,9 +134,9 @@ class RolloutCollector:
                 result = env.step_wait()
 
             done_np = result.terminated | result.truncated
-            pending = (t, result, done_np, prev_done_np)
-            self.obs = torch.as_tensor(result.obs, device=self.device)
             self.prev_done = torch.as_tensor(done_np, device=self.device)
+            pending = (t, result, self.prev_done, prev_done_np)
+            self.obs = torch.as_tensor(result.obs, device=self.device)
             prev_done_np = done_np
         if pending is not None:
             self._record(*pending)
@@ -144,11 +144,10 @@ class RolloutCollector:
             buf.values[-1] = policy.value(agent.obs_norm(self.obs))
         return buf
 
-    def _record(self, t: int, result: StepResult, done_np: np.ndarray, prev_done_np: np.ndarray) -> None:
+    def _record(self, t: int, result: StepResult, done: torch.Tensor, prev_done_np: np.ndarray) -> None:
         """Step ``t``'s scaled rewards and episode ends into the buffer, its returns into the tracker."""
         buf = self.buffer
         self.episodes.add(result.raw_reward, ~prev_done_np, result.game_over)
-        done = torch.as_tensor(done_np, device=self.device)
         buf.rewards[t] = self.agent.reward_scaler(torch.as_tensor(result.reward, device=self.device), done)
         buf.terminated[t] = torch.as_tensor(result.terminated, device=self.device)
         buf.dones[t] = done

@@ -32,6 +32,8 @@ class Adam:
         # float32 step counters on the parameters' device, as the fused kernel reads them
         self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
         self.fused = _has_fused_kernel(str(self.params[0].device))
+        # gradients take their parameter's device and dtype: one group, or torch's grouping clip below
+        self._one_group = len({(p.device, p.dtype) for p in self.params}) == 1
 
     def zero_grad(self) -> None:
         """Drops every gradient (set to None, as torch.optim does by default)."""
@@ -46,7 +48,7 @@ class Adam:
         grads = [p.grad for p in self.params if p.grad is not None]
         if not grads:
             return torch.zeros(())
-        if len({(g.device, g.dtype) for g in grads}) > 1:
+        if not self._one_group:
             return torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
         torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
