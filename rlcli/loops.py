@@ -186,7 +186,7 @@ class SACLearner:
                 actions = self.rng.uniform(self.low, self.high, (n, *self.low.shape)).astype(np.float32)
             else:
                 with torch.no_grad():
-                    actions = agent.actor(agent.obs_norm(obs.float()))[0].cpu().numpy()
+                    actions = agent.actor.act(agent.obs_norm(obs.float())).cpu().numpy()
             result = env.step(actions)
             real = ~self.prev_done  # a reset row's action was ignored: it is no transition
             self.episodes.add(result.raw_reward, real, result.game_over)

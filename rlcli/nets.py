@@ -343,13 +343,26 @@ class SquashedGaussianActor(nn.Module):
 
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(actions within the env's bounds, their log-probabilities)."""
+        mean, log_std, pre_tanh = self._pre_tanh(obs, deterministic)
+        # the log-probability first: autograd sums the gradients reaching pre_tanh in the order the
+        # graph was built, and this order is the one the learning figures were taken with
+        log_prob = squashed_gaussian_log_prob(pre_tanh, mean, log_std)
+        return self._squash(pre_tanh), log_prob
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """The actions of ``forward`` (the same random draw), without their log-probabilities, which
+        acting does not use: 84 against 134 µs for one Hopper observation."""
+        return self._squash(self._pre_tanh(obs, deterministic)[2])
+
+    def _pre_tanh(self, obs: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h = self.trunk(obs)
         mean = full_precision(self.mean, h)
         log_std = self.LOG_STD_MIN + 0.5 * (self.LOG_STD_MAX - self.LOG_STD_MIN) * (
             torch.tanh(full_precision(self.log_std, h)) + 1)
-        pre_tanh = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
-        log_prob = squashed_gaussian_log_prob(pre_tanh, mean, log_std)
-        return torch.tanh(pre_tanh) * self.action_scale + self.action_bias, log_prob
+        return mean, log_std, mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+
+    def _squash(self, pre_tanh: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(pre_tanh) * self.action_scale + self.action_bias
 
 
 class EnsembleLinear(nn.Module):

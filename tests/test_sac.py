@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.algos.sac import SAC, polyak_update
+from rlcli.algos.sac import SAC, alpha_loss_and_grad, polyak_update
 from rlcli.buffers import ReplayBuffer
 from rlcli.config import SACConfig
 from rlcli.envs import make_vec_env
@@ -73,6 +73,26 @@ def test_polyak_update_is_an_exact_lerp():
     target, online = [torch.zeros(3), torch.ones(2)], [torch.ones(3) * 4, torch.zeros(2)]
     polyak_update(target, online, 0.25)
     assert target[0].tolist() == [1.0, 1.0, 1.0] and target[1].tolist() == [0.75, 0.75]
+
+
+def test_acting_draws_the_same_actions_as_the_forward_that_the_losses_use():
+    actor = SquashedGaussianActor(4, gym.spaces.Box(-2, 2, (3,), np.float32), (32,), "relu")
+    obs = torch.randn(5, 4)
+    for deterministic in (False, True):
+        torch.manual_seed(7)
+        expected, _ = actor(obs, deterministic)
+        torch.manual_seed(7)
+        assert torch.equal(actor.act(obs, deterministic), expected)
+
+
+def test_alpha_gradient_has_autograds_bits():
+    log_alpha = torch.nn.Parameter(torch.tensor(-1.6094))
+    for entropy in torch.randn(200) * 5:
+        loss = -(log_alpha * (-3.0 - entropy)).mean()
+        loss.backward()
+        ours, grad = alpha_loss_and_grad(log_alpha.detach(), -3.0, entropy)
+        assert torch.equal(grad, log_alpha.grad) and torch.equal(ours, loss.detach())
+        log_alpha.grad = None
 
 
 def test_replay_buffer_wraps_around_and_round_trips():

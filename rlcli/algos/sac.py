@@ -33,6 +33,15 @@ def polyak_update(target: list[torch.Tensor], online: list[torch.Tensor], rate: 
     torch._foreach_lerp_(target, online, rate)
 
 
+def alpha_loss_and_grad(log_alpha: torch.Tensor, target_entropy: float, entropy: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The temperature's loss -log_alpha * (target_entropy - entropy) and its gradient in log_alpha,
+    -(target_entropy - entropy): the bits autograd gives (its three nodes multiply by -1 and divide by 1),
+    without a backward pass, which costs a tenth of a millisecond on a CPU for one scalar."""
+    gap = target_entropy - entropy
+    return -(log_alpha * gap), -gap
+
+
 class SAC(nn.Module):
     """Actor, twin critics with targets, entropy temperature and their optimisers; all state is tensors."""
 
@@ -85,7 +94,7 @@ class SAC(nn.Module):
     @torch.no_grad()
     def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Env-ready actions for raw observations, normalisation statistics frozen."""
-        return self.actor(self.obs_norm(obs.float()), deterministic)[0]
+        return self.actor.act(self.obs_norm(obs.float()), deterministic)
 
     def critic_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,9 +138,8 @@ class SAC(nn.Module):
             self.critic.requires_grad_(True)
             entropy = -log_probs.mean()
             if cfg.autotune_alpha:
-                alpha_loss = -(self.log_alpha * (self.target_entropy - entropy)).mean()
-                self.alpha_optimizer.zero_grad()
-                alpha_loss.backward()
+                alpha_loss, self.log_alpha.grad = alpha_loss_and_grad(self.log_alpha.detach(), self.target_entropy,
+                                                                      entropy)
                 self.alpha_optimizer.step()
         if self.updates % cfg.target_update_every == 0:
             polyak_update(self._target_params, self._critic_params, cfg.target_update_rate)
