@@ -110,7 +110,7 @@ class ReplayBuffer:
 
     def sample(self, batch_size: int) -> ReplayBatch:
         index = torch.randint(0, self.size, (batch_size,), device=self.device)
-        return ReplayBatch(*(getattr(self, name)[index] for name in self.FIELDS))
+        return ReplayBatch(*(getattr(self, name).index_select(0, index) for name in self.FIELDS))
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The filled rows and the write position, for a checkpoint."""
