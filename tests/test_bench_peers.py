@@ -1,0 +1,75 @@
+"""scripts/bench_peers.py end to end in its smoke mode: every section runs both libraries in fresh
+processes, and what the two sides ran is the same where a row claims identical settings. Its figures
+(one rollout per side) are not checked, only that each is a real measurement."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+REPO = Path(__file__).resolve().parent.parent
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run(
+        [sys.executable, "scripts/bench_peers.py", "--quick", "--repeats", "1", "--cartpole-repeats", "1",
+         "--json", str(out / "bench.json"), "--markdown", str(out / "bench.md")],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text()
+
+
+def runs(section, measurement, side):
+    return [r for r in section["runs"] if r["measurement"] == measurement and r["side"] == side]
+
+
+def test_every_section_measures_both_sides(report):
+    data, markdown = report
+    sections = {s["name"]: s for s in data["sections"]}
+    assert list(sections) == SECTIONS
+    for name, section in sections.items():
+        assert section["error"] is None, name
+        goal_rows = [row for row in section["rows"] if row["goal"] is not None]
+        assert len(goal_rows) == 1, name
+        for side in ("rlcli", "sb3"):
+            values = goal_rows[0][side]
+            assert len(values) == 1 and math.isfinite(values[0]) and values[0] > 0, (name, side, values)
+        assert goal_rows[0]["measurement"] in markdown
+    assert markdown.count("| no |") + markdown.count("| yes |") == len(SECTIONS)
+
+
+def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report):
+    sections = {s["name"]: s for s in report[0]["sections"]}
+    ppo = sections["hopper-ppo-same"]
+    ours, theirs = runs(ppo, "train", "rlcli")[0]["result"], runs(ppo, "train", "SB3")[0]["result"]
+    assert ours["n_envs"] == theirs["n_envs"] == 64 and ours["steps"] == theirs["steps"]
+    assert (ours["backend"], theirs["backend"]) == ("envpool", "DummyVecEnv")
+
+    pong = sections["pong"]
+    ours, theirs = runs(pong, "train", "rlcli")[0]["result"], runs(pong, "train", "SB3")[0]["result"]
+    assert ours["obs_shape"] == theirs["obs_shape"] == [4, 84, 84]
+    assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
+
+    sac = sections["hopper-sac"]
+    ours, theirs = runs(sac, "train", "rlcli")[0]["result"], runs(sac, "train", "SB3")[0]["result"]
+    assert ours["window"] == theirs["window"]
+    # one gradient step per stored transition on both sides (rlcli stores none for auto-reset steps)
+    assert 0 < ours["updates"] <= theirs["updates"] <= ours["window"][1] - ours["window"][0]
+
+
+def test_cartpole_times_whole_processes_until_the_budget_or_the_score(report):
+    cartpole = {s["name"]: s for s in report[0]["sections"]}["cartpole"]
+    budget = report[0]["budgets"]["cartpole_steps"]
+    for side in ("rlcli", "SB3"):
+        (run,) = runs(cartpole, "time", side)
+        result = run["result"]
+        assert result["reached"] or result["steps"] >= budget, (side, result)
+        assert run["value"] > 0
