@@ -1,0 +1,41 @@
+"""scripts/search_time_to_score.py end to end on tiny budgets: a search into a journal file, reading its
+best trials back, and timing one setting on chosen seeds."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("optuna")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def script(*args: str) -> list[dict]:
+    proc = subprocess.run([sys.executable, "scripts/search_time_to_score.py", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_a_search_is_stored_and_its_best_trials_read_back(tmp_path):
+    study = str(tmp_path / "study.journal")
+    script("--study", study, "--trials", "2", "--seeds", "0-0", "--cap", "1024", "--every", "512")
+    best = script("--study", study, "--show", "5")
+    assert len(best) == 2
+    assert best[0]["value"] <= best[1]["value"]
+    for trial in best:
+        overrides = trial["overrides"]
+        # a minibatch never exceeds the rollout it is drawn from
+        assert overrides["minibatch_size"] <= overrides["n_envs"] * overrides["n_steps"]
+        assert trial["reached"] == 1 or trial["steps"][0] >= 1024  # a seed runs to the cap or the score
+
+
+def test_validation_times_each_seed_to_the_score():
+    # CartPole's return of 20 is reached within 2,048 steps by the tuned entry on both seeds
+    *rows, summary = script("--validate", "{}", "--score", "20", "--seeds", "0-1", "--cap", "2048", "--every", "512")
+    assert [row["seed"] for row in rows] == [0, 1]
+    assert all(row["reached"] and row["steps"] <= 2048 and row["seconds"] > 0 for row in rows)
+    assert summary["reached"] == summary["of"] == 2
