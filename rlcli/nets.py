@@ -350,8 +350,8 @@ class SquashedGaussianActor(nn.Module):
         return self._squash(pre_tanh), log_prob
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """The actions of ``forward`` (the same random draw), without their log-probabilities, which
-        acting does not use: 84 against 134 µs for one Hopper observation."""
+        """The actions of ``forward`` (the same random draw), without their log-probabilities."""
+        # acting never uses them, and skipping them takes a Hopper step from 134 to 84 µs
         return self._squash(self._pre_tanh(obs, deterministic)[2])
 
     def _pre_tanh(self, obs: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -95,6 +95,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="100-104", help="FIRST-LAST")
     parser.add_argument("--study", type=Path, help="Optuna journal file (shared by parallel searches)")
     parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--sampler-seed", type=int, help="seed of the TPE sampler, to repeat a search")
     parser.add_argument("--show", type=int, help="print the best N trials of --study and exit")
     parser.add_argument("--validate", help="JSON overrides to time on --seeds instead of searching")
     args = parser.parse_args()
@@ -116,7 +117,7 @@ def main() -> None:
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(args.study)))
     study = optuna.create_study(study_name=f"time-to-{args.score:g}-{args.env}", storage=storage,
                                 direction="minimize", load_if_exists=True,
-                                sampler=optuna.samplers.TPESampler(n_startup_trials=16))
+                                sampler=optuna.samplers.TPESampler(n_startup_trials=16, seed=args.sampler_seed))
     if args.show:
         done = [t for t in study.trials if t.value is not None]
         for t in sorted(done, key=lambda t: t.value)[:args.show]:
@@ -127,8 +128,9 @@ def main() -> None:
         overrides = sample(trial)
         rows = run_seeds(args, overrides, seeds)
         trial.set_user_attr("overrides", overrides)
+        trial.set_user_attr("seconds", [r["seconds"] for r in rows])
         trial.set_user_attr("steps", [r["steps"] for r in rows])
-        trial.set_user_attr("reached", sum(r["reached"] for r in rows))
+        trial.set_user_attr("reached", [r["reached"] for r in rows])
         return cost(rows)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

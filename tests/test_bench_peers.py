@@ -4,13 +4,17 @@ processes, and what the two sides ran is the same where a row claims identical s
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("stable_baselines3")
+# the sections train on envpool's Hopper and Pong, through MuJoCo and ale-py
+for module in ("stable_baselines3", "envpool", "mujoco", "ale_py"):
+    pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parent.parent
 SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong"]
@@ -19,11 +23,18 @@ SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong"]
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    proc = subprocess.run(
+    # a session of its own, so that a timeout also ends the worker processes the script started
+    proc = subprocess.Popen(
         [sys.executable, "scripts/bench_peers.py", "--quick", "--repeats", "1", "--cartpole-repeats", "1",
          "--json", str(out / "bench.json"), "--markdown", str(out / "bench.md")],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail("bench_peers.py --quick ran past 600 s:\n" + stdout[-3000:] + stderr[-3000:])
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text()
 
 

@@ -108,6 +108,16 @@ def test_replay_buffer_wraps_around_and_round_trips():
     assert set(buf.sample(64).obs[:, 0].tolist()) <= {4.0, 5.0, 6.0, 7.0, 8.0}
 
 
+
+def test_replay_rows_that_end_exactly_at_the_capacity_wrap_the_next_write_to_row_0():
+    buf = ReplayBuffer(6, (1,), 1, torch.device("cpu"))
+    for start in (0, 3, 6):
+        rows = torch.arange(start, start + 3, dtype=torch.float32)
+        buf.add(rows[:, None], rows[:, None], rows, rows[:, None], torch.zeros(3))
+        if start == 3:
+            assert buf.pos == 0 and buf.size == 6
+    assert buf.obs[:, 0].tolist() == [6.0, 7.0, 8.0, 3.0, 4.0, 5.0] and buf.pos == 3
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_reset_rows_are_never_stored_and_truncations_keep_the_real_final_observation(backend):
     env = make_vec_env("Pendulum-v1", 1, 0, backend)
@@ -139,10 +149,16 @@ def test_update_changes_weights_and_alpha_moves_toward_the_target_entropy():
     buf.add(torch.randn(100, 3), torch.rand(100, 2) * 2 - 1, torch.randn(100), torch.randn(100, 3), torch.zeros(100))
     actor_before = agent.actor.mean.weight.clone()
     target_before = agent.critic_target.out.weight.clone()
+    log_alpha_before = agent.log_alpha.item()
     first = agent.update(buf.sample(32))
     assert torch.equal(agent.actor.mean.weight, actor_before), "policy_delay=2: no actor step on update 1"
-    agent.update(buf.sample(32))
+    assert agent.log_alpha.item() == log_alpha_before, "the temperature steps with the actor"
+    second = agent.update(buf.sample(32))
     assert not torch.equal(agent.actor.mean.weight, actor_before)
+    # Adam's first step moves by lr against the gradient's sign; the gradient is entropy - target_entropy
+    entropy = second[5].item()
+    expected = log_alpha_before - agent.cfg.alpha_lr * np.sign(entropy - agent.target_entropy)
+    assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-7)
     assert not torch.equal(agent.critic_target.out.weight, target_before)
     assert torch.isfinite(first).all()
     # the Polyak update must not record autograd history (it would grow without bound)
