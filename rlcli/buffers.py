@@ -105,7 +105,7 @@ class ReplayBuffer:
             torch.arange(self.pos, end, device=self.device) % self.capacity)
         for name, value in zip(self.FIELDS, (obs, actions, rewards, next_obs, terminated), strict=True):
             getattr(self, name)[index] = value.to(getattr(self, name).dtype)
-        self.pos = (self.pos + k) % self.capacity
+        self.pos = end % self.capacity
         self.size = min(self.size + k, self.capacity)
 
     def sample(self, batch_size: int) -> ReplayBatch:

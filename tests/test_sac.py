@@ -108,7 +108,6 @@ def test_replay_buffer_wraps_around_and_round_trips():
     assert set(buf.sample(64).obs[:, 0].tolist()) <= {4.0, 5.0, 6.0, 7.0, 8.0}
 
 
-
 def test_replay_rows_that_end_exactly_at_the_capacity_wrap_the_next_write_to_row_0():
     buf = ReplayBuffer(6, (1,), 1, torch.device("cpu"))
     for start in (0, 3, 6):
@@ -117,6 +116,7 @@ def test_replay_rows_that_end_exactly_at_the_capacity_wrap_the_next_write_to_row
         if start == 3:
             assert buf.pos == 0 and buf.size == 6
     assert buf.obs[:, 0].tolist() == [6.0, 7.0, 8.0, 3.0, 4.0, 5.0] and buf.pos == 3
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_reset_rows_are_never_stored_and_truncations_keep_the_real_final_observation(backend):

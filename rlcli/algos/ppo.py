@@ -125,9 +125,7 @@ class PPO(nn.Module):
     def _minibatch_step(self, batch: RolloutBatch, index: torch.Tensor, clip: float) -> torch.Tensor:
         cfg = self.cfg
         # index_select, not t[index]: the same rows, and 256 Atari frames take 0.12 against 2.12 ms (2 threads)
-        obs, actions = batch.obs.index_select(0, index), batch.actions.index_select(0, index)
-        old_log_probs, old_values = batch.log_probs.index_select(0, index), batch.values.index_select(0, index)
-        advantages, returns = batch.advantages.index_select(0, index), batch.returns.index_select(0, index)
+        obs, actions, old_log_probs, old_values, advantages, returns = (t.index_select(0, index) for t in batch)
         with self.training_precision():
             log_probs, entropy, values = self.policy.evaluate(obs, actions)
 
