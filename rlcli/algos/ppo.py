@@ -32,6 +32,21 @@ def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
     return lr
 
 
+def clipped_surrogate_loss(advantages: torch.Tensor, ratio: torch.Tensor, clip: float) -> torch.Tensor:
+    """PPO's clipped objective, negated to a loss: mean of max(-A r, -A clip(r, 1 - clip, 1 + clip))."""
+    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+
+
+def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
+                       clip_value: float | None) -> torch.Tensor:
+    """Half the mean squared error of the values; with ``clip_value``, of whichever is worse, the new
+    value or the rollout's value moved by at most ``clip_value`` towards it (PPO2's value clipping)."""
+    if clip_value is None:
+        return 0.5 * (values - returns).square().mean()
+    clipped = old_values + (values - old_values).clamp(-clip_value, clip_value)
+    return 0.5 * torch.max((values - returns).square(), (clipped - returns).square()).mean()
+
+
 class PPO(nn.Module):
     """Networks, normalisers and optimiser of one PPO agent; all state is tensors."""
 
@@ -133,14 +148,8 @@ class PPO(nn.Module):
         ratio = log_ratio.exp()
         if cfg.normalize_advantage and advantages.numel() > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        policy_loss = torch.max(-advantages * ratio,
-                                -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
-        if cfg.clip_value is not None:
-            clipped = old_values + (values - old_values).clamp(-cfg.clip_value, cfg.clip_value)
-            value_loss = 0.5 * torch.max((values - returns).square(),
-                                         (clipped - returns).square()).mean()
-        else:
-            value_loss = 0.5 * (values - returns).square().mean()
+        policy_loss = clipped_surrogate_loss(advantages, ratio, clip)
+        value_loss = clipped_value_loss(values, old_values, returns, cfg.clip_value)
         entropy_mean = entropy.mean()
         loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
 
