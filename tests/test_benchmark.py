@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from waiting import wait_for
 
 from rlcli.benchmark import load_suites
-from rlcli.benchmark.scores import normalization_for, published_for
 from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
+from rlcli.scores import normalization_for, published_for
 
 runner = CliRunner()
 # tiny PPO runs: 4 envs x 64 steps per update, 2 epochs, 2 evaluation episodes every 512 steps

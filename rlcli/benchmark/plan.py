@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from rlcli.benchmark.scores import data_dir
 from rlcli.config import EnvConfig, Frozen, deep_merge, load_run_config, parse_overrides
 from rlcli.errors import UsageError
 from rlcli.runs import safe_name
+from rlcli.scores import data_dir
 
 RUNS_DIR = "runs"
 DEFAULT_ROOT = Path("benchmarks")

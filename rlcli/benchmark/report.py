@@ -20,8 +20,8 @@ import numpy as np
 from rlcli import checkpoint, stats
 from rlcli.benchmark.plan import safe_name
 from rlcli.benchmark.results import RunResult
-from rlcli.benchmark.scores import normalization_for, published_elsewhere, published_for
 from rlcli.errors import UsageError
+from rlcli.scores import normalization_for, published_elsewhere, published_for
 
 REPORT, FIGURES = "report.md", "figures"
 BOOTSTRAP_REPS = 10_000

@@ -354,7 +354,7 @@ def _score(env_id: str, mean_return: float | None, normalise: bool) -> float:
         return math.nan
     if not normalise:
         return float(mean_return)
-    from rlcli.benchmark.scores import normalization_for
+    from rlcli.scores import normalization_for
 
     norm = normalization_for(env_id)
     assert norm is not None  # check_normalisable() ran before the study started
@@ -365,7 +365,7 @@ def check_normalisable(env_ids: tuple[str, ...]) -> None:
     """Several envs are scored by normalised return; each needs random and reference returns."""
     if len(env_ids) < 2:
         return
-    from rlcli.benchmark.scores import normalization_for, normalizations
+    from rlcli.scores import normalization_for, normalizations
 
     missing = [e for e in env_ids if normalization_for(e) is None]
     if missing:

@@ -1,5 +1,6 @@
 """Reference numbers shipped as data: published scores to compare against, and the random and reference
-returns that normalise scores for aggregate metrics. Each number carries its source.
+returns that normalise scores for aggregate metrics. Each number carries its source. Benchmark reports
+and the tuning of several envs at once (scored by normalised return) both read them.
 
 ``rlcli/data/published_scores.csv``: final returns other libraries publish (source, algo, env name
 without version, the env version they used, budget in env steps, mean, std, seeds, the kind of return,
