@@ -315,7 +315,7 @@ def test_a_hangup_stops_the_runs_and_a_second_ctrl_c_terminates_a_stuck_one(tmp_
 
 
 def test_a_ray_task_stops_its_run_with_a_checkpoint_at_each_level(tmp_path):
-    from rlcli.benchmark.execute import train_until_stopped
+    from rlcli.workers import Job, run_until_stopped
 
     script = tmp_path / "run.py"
     script.write_text("import signal, sys, time\n"
@@ -327,18 +327,17 @@ def test_a_ray_task_stops_its_run_with_a_checkpoint_at_each_level(tmp_path):
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        returncode, output = train_until_stopped([sys.executable, str(script)], 1, lambda: next(asked, 1),
-                                                 poll_s=0.2)
+        end = run_until_stopped(Job("run", (sys.executable, str(script)), 1), lambda: next(asked, 1), poll_s=0.2)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, previous)
-    assert returncode == 130 and output.split() == ["training", "saved"]
+    assert end.returncode == 130 and end.output.split() == ["training", "saved"]
     assert time.monotonic() - start < 30
     ignores = tmp_path / "stuck.py"
     ignores.write_text("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n")
     levels = iter([0] * 10 + [1] * 5)  # 2 s to start and ignore SIGINT, then SIGINT (ignored), then SIGTERM
-    returncode, _ = train_until_stopped([sys.executable, str(ignores)], 1, lambda: next(levels, 2), poll_s=0.2)
-    assert returncode == -signal.SIGTERM
+    end = run_until_stopped(Job("stuck", (sys.executable, str(ignores)), 1), lambda: next(levels, 2), poll_s=0.2)
+    assert end.returncode == -signal.SIGTERM
 
 
 def test_aggregates_compare_algorithms_on_the_envs_they_share(tmp_path):

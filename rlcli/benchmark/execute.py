@@ -15,32 +15,24 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rlcli import checkpoint
+from rlcli import checkpoint, workers
 from rlcli.benchmark.plan import BenchmarkPlan, RunSpec, TrainOptions
 from rlcli.config import Frozen
 from rlcli.errors import UsageError
 from rlcli.processes import alive
 
 LOG, RECORD, PLAN, LOCK = "train.log", "benchmark-run.json", "benchmark.json", ".lock"
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-# what a running run is sent at the first, second and later Ctrl-C of a benchmark
-ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 Status = Literal["pending", "running", "finished", "failed", "interrupted"]
 Action = Literal["done", "resume", "new"]
 
@@ -186,20 +178,6 @@ def train_command(run: RunSpec, options: TrainOptions, run_dir: Path, resume: bo
     return command
 
 
-def child_environment(threads: int) -> dict[str, str]:
-    """This process's environment with thread pools capped at ``threads`` and unbuffered output."""
-    env = dict(os.environ)
-    env.update({name: str(threads) for name in THREAD_VARIABLES})
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def last_line(output: str) -> str | None:
-    """The last non-blank line of a process's output (a traceback's exception, or rlcli's ``error:``)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[-1][:500] if lines else None
-
-
 def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, seconds: float,
            stopping: bool) -> RunRecord:
     meta = read_meta(run_dir)
@@ -210,7 +188,7 @@ def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, secon
         status, error = "interrupted", "interrupted"
     else:
         status = "failed"
-        error = last_line(output) if returncode >= 0 else f"killed by signal {-returncode}"
+        error = workers.last_line(output) if returncode >= 0 else f"killed by signal {-returncode}"
         error = error or f"exit code {returncode}"
     record = record.model_copy(update={"status": status, "returncode": returncode, "error": error, "pid": None,
                                        "process_s": record.process_s + seconds, "ended_at": time.time()})
@@ -237,9 +215,9 @@ def _started(run_dir: Path, run: RunSpec, options: TrainOptions, command: Sequen
     return record
 
 
-def _log_header(record: RunRecord, command: Sequence[str]) -> bytes:
+def _log_header(record: RunRecord, command: Sequence[str]) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return f"\n=== {stamp} attempt {record.attempts} ({record.where}): {' '.join(command)}\n".encode()
+    return f"\n=== {stamp} attempt {record.attempts} ({record.where}): {' '.join(command)}\n"
 
 
 @contextmanager
@@ -284,135 +262,71 @@ def execute(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, g
     return [ended.get(s.run) or k or RunRecord.of(s.run) for s, k in zip(statuses, kept, strict=True)]
 
 
-def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], workers: int, on_finish: OnFinish | None,
+def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], at_once: int, on_finish: OnFinish | None,
                      notify: Notify | None) -> dict[RunSpec, RunRecord]:
-    stop = threading.Event()
-    lock = threading.Lock()
-    live: set[subprocess.Popen] = set()
+    """Each run a job of the shared supervisor (``rlcli.workers``); its record follows the job's start and end."""
+    runs = {s.run.name: s.run for s in todo}
+    running: dict[RunSpec, RunRecord] = {}
     ended: dict[RunSpec, RunRecord] = {}
 
-    def one(status: RunStatus) -> RunRecord | None:
-        try:
-            return attempt(status)
-        except Exception as e:  # an OSError starting the process, a full disk: this run fails, not all
-            run_dir = plan.run_dir(status.run)
-            record = (read_record(run_dir) or RunRecord.of(status.run)).model_copy(
-                update={"status": "failed", "error": f"{type(e).__name__}: {e}"})
-            run_dir.mkdir(parents=True, exist_ok=True)
-            write_record(run_dir, record)
-            return record
+    def finished(run: RunSpec, record: RunRecord) -> None:
+        ended[run] = record
+        if on_finish:
+            on_finish(run, record)
 
-    def attempt(status: RunStatus) -> RunRecord | None:
-        run, run_dir = status.run, plan.run_dir(status.run)
-        resume = status.action == "resume"
-        command = train_command(run, plan.options, run_dir, resume)
-        with lock:
-            if stop.is_set():
-                return None
-            if not resume:
-                _clear(run_dir)
-            record = _started(run_dir, run, plan.options, command, "local")
-            log = open(run_dir / LOG, "ab")  # closed below, once the process has ended
+    def jobs() -> Iterator[workers.Job]:
+        for status in todo:
             try:
-                log.write(_log_header(record, command))
-                log.flush()
-                offset = log.tell()
-                start = time.monotonic()
-                # its own session: a Ctrl-C at the terminal reaches this process, which passes one SIGINT on
-                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=child_environment(plan.options.threads), start_new_session=True)
-            except BaseException:
-                log.close()
-                raise
-            live.add(proc)
-            record = record.model_copy(update={"pid": proc.pid})
-            write_record(run_dir, record)
-        try:
-            returncode = proc.wait()
-        finally:
-            log.close()
-            with lock:
-                live.discard(proc)
-        with open(run_dir / LOG, "rb") as f:
-            f.seek(offset)
-            output = f.read().decode(errors="replace")
-        return _ended(run_dir, record, returncode, output, time.monotonic() - start, stop.is_set())
+                running[status.run], job = _prepare(plan, status)
+            except Exception as e:  # a full disk, a directory that cannot be cleared: this run fails, not all
+                finished(status.run, _failed(plan.run_dir(status.run), status.run, f"{type(e).__name__}: {e}"))
+                continue
+            yield job
 
-    def collect(future: Future, run: RunSpec) -> None:
-        if future.done() and not future.cancelled() and future.exception() is None:
-            record = future.result()
-            if record is not None and run not in ended:
-                ended[run] = record
-                if on_finish:
-                    on_finish(run, record)
+    def started(job: workers.Job, pid: int) -> None:
+        run = runs[job.name]
+        running[run] = running[run].model_copy(update={"pid": pid})
+        write_record(plan.run_dir(run), running[run])
 
-    def stop_runs() -> None:
-        """Each running run gets SIGINT (it saves a checkpoint and exits 130, as at a Ctrl-C of its own);
-        each further Ctrl-C while they save escalates to SIGTERM, then SIGKILL."""
-        level = 0
-        with lock:
-            stop.set()
-            waiting = len(live)
-            for proc in live:
-                proc.send_signal(ESCALATION[level])
-        pool.shutdown(wait=False, cancel_futures=True)
-        if notify and waiting:
-            notify(f"Stopping {waiting} running run(s), each saves a checkpoint; Ctrl-C again to terminate them.")
-        while True:
-            try:
-                wait(futures)
-                return
-            except KeyboardInterrupt:
-                level = min(level + 1, len(ESCALATION) - 1)
-                with lock:
-                    for proc in live:
-                        proc.send_signal(ESCALATION[level])
-                if notify:
-                    notify(f"Sent {signal.Signals(ESCALATION[level]).name} to the running runs.")
+    def done(end: workers.Ended) -> None:
+        run = runs[end.job.name]
+        if end.returncode is None:
+            finished(run, _failed(plan.run_dir(run), run, end.error or "it did not start"))
+        else:
+            finished(run, _ended(plan.run_dir(run), running[run], end.returncode, end.output, end.seconds,
+                                 end.stopping))
 
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcli-benchmark")
-    futures: dict[Future, RunSpec] = {}
-    with _signals_stop_the_benchmark():
-        try:
-            for status in todo:
-                futures[pool.submit(one, status)] = status.run
-            for future in as_completed(futures):
-                collect(future, futures[future])
-        except KeyboardInterrupt:
-            stop_runs()
-            for future, run in futures.items():
-                collect(future, run)
-            raise BenchmarkInterrupted(list(ended.values())) from None
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+    def stopping(sent: signal.Signals, live: int) -> None:
+        if notify and sent != signal.SIGINT:
+            notify(f"Sent {sent.name} to the running runs.")
+        elif notify and live:
+            notify(f"Stopping {live} running run(s), each saves a checkpoint; Ctrl-C again to terminate them.")
+
+    try:
+        workers.supervise(jobs(), at_once, on_start=started, on_end=done, on_stop=stopping)
+    except workers.Stopped:
+        raise BenchmarkInterrupted(list(ended.values())) from None
     return ended
 
 
-@contextmanager
-def _signals_stop_the_benchmark() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal or SSH session) stop the benchmark as Ctrl-C does (its runs
-    save and stop) instead of leaving their processes, which sit in sessions of their own, training on.
-    SIGINT, where it was ignored (a job started with ``&`` from a script), is handled again: the runs
-    inherit its disposition and must be able to receive the SIGINT that stops them with a checkpoint.
-    Only the main thread may set signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _prepare(plan: BenchmarkPlan, status: RunStatus) -> tuple[RunRecord, workers.Job]:
+    """The run's directory made ready (emptied for a fresh start), its record of this attempt, and its job."""
+    run, run_dir = status.run, plan.run_dir(status.run)
+    resume = status.action == "resume"
+    command = train_command(run, plan.options, run_dir, resume)
+    if not resume:
+        _clear(run_dir)
+    record = _started(run_dir, run, plan.options, command, "local")
+    header = _log_header(record, command)
+    return record, workers.Job(run.name, tuple(command), plan.options.threads, run_dir / LOG, header)
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
 
-    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    for signum in STOP_SIGNALS:
-        if signum != signal.SIGINT:
-            signal.signal(signum, interrupt)
-    if previous[signal.SIGINT] == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def _failed(run_dir: Path, run: RunSpec, error: str) -> RunRecord:
+    """Records a run that could not start."""
+    record = (read_record(run_dir) or RunRecord.of(run)).model_copy(update={"status": "failed", "error": error})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_record(run_dir, record)
+    return record
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -443,59 +357,6 @@ class RemoteResult(NamedTuple):
     seconds: float
 
 
-class StopLevel:
-    """A Ray actor the driver raises on Ctrl-C and the tasks poll: 0 train on, 1 SIGINT (save and stop),
-    2 SIGTERM, 3 SIGKILL. Polling instead of cancelling the task: a cancelled task returns nothing, so the
-    checkpoint its run just saved would be lost with its temporary directory."""
-
-    def __init__(self) -> None:
-        self.level = 0
-
-    def raise_to(self, level: int) -> None:
-        self.level = max(self.level, level)
-
-    def get(self) -> int:
-        return self.level
-
-
-def _child_setup() -> None:  # pragma: no cover  (runs in the child between fork and exec)
-    """The training process must be able to receive the SIGINT that stops it with a checkpoint: Ray's
-    workers block SIGINT, and a blocked or ignored signal stays so across exec. On Linux it also gets
-    SIGTERM when the task's worker dies (a killed worker would otherwise leave it training alone)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def train_until_stopped(command: Sequence[str], threads: int, stop_level: Callable[[], int],
-                        poll_s: float = 0.5) -> tuple[int, str]:
-    """Runs ``command`` to its end, sending it the signal of each new ``stop_level()`` (see StopLevel);
-    returns its exit code and output."""
-    with tempfile.TemporaryFile() as output:
-        proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=child_environment(threads),
-                                preexec_fn=_child_setup)
-        sent = 0
-        while proc.poll() is None:
-            level = min(stop_level(), len(ESCALATION))
-            if level > sent:
-                proc.send_signal(ESCALATION[level - 1])
-                sent = level
-            try:
-                proc.wait(timeout=poll_s)
-            except subprocess.TimeoutExpired:
-                pass
-        output.seek(0)
-        return proc.returncode, output.read().decode(errors="replace")
-
-
 def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: bytes | None,
                                  stop_level: Any = None) -> RemoteResult:
     """The body of a Ray task: train (or resume from ``archive``) in a temporary directory on this node
@@ -514,10 +375,9 @@ def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: b
         if archive is not None:
             unpack(archive, run_dir)
         command = train_command(run, options, run_dir, resume=archive is not None)
-        start = time.monotonic()
-        returncode, output = train_until_stopped(command, options.threads, level)
-        seconds = time.monotonic() - start
-        return RemoteResult(returncode, output, pack(run_dir) if run_dir.is_dir() else None, seconds)
+        job_end = workers.run_until_stopped(workers.Job(run.name, tuple(command), options.threads), level)
+        archive = pack(run_dir) if run_dir.is_dir() else None
+        return RemoteResult(job_end.returncode, job_end.output, archive, job_end.seconds)
 
 
 def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gpus_per_run: float,
@@ -533,7 +393,7 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
             raise UsageError(f"--ray {address}: cannot connect to a Ray cluster there ({e})") from None
     task = ray.remote(train_in_temporary_directory).options(
         num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
-    stop_level = ray.remote(StopLevel).options(num_cpus=0).remote()
+    stop_level = ray.remote(workers.StopLevel).options(num_cpus=0).remote()
     pending: dict[Any, tuple[RunSpec, RunRecord, list[str], RunRecord | None]] = {}
     ended: dict[RunSpec, RunRecord] = {}
     stopping = False
@@ -551,7 +411,7 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
             write_record(run_dir, ended[run])
             return
         with open(run_dir / LOG, "ab") as log:
-            log.write(_log_header(record, command) + result.output.encode())
+            log.write((_log_header(record, command) + result.output).encode())
         if result.archive is not None:
             _clear(run_dir)
             unpack(result.archive, run_dir)
@@ -559,7 +419,7 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
         if on_finish:
             on_finish(run, ended[run])
 
-    with _signals_stop_the_benchmark():
+    with workers.stop_signals_interrupt():
         try:
             for status in todo:
                 run, run_dir = status.run, plan.run_dir(status.run)
@@ -586,10 +446,10 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
                     gather(ref)
                 except KeyboardInterrupt:
                     level += 1
-                    if level <= len(ESCALATION):
+                    if level <= len(workers.ESCALATION):
                         stop_level.raise_to.remote(level)
                         if notify:
-                            notify(f"Sent {signal.Signals(ESCALATION[level - 1]).name} to the running runs.")
+                            notify(f"Sent {signal.Signals(workers.ESCALATION[level - 1]).name} to the running runs.")
                         continue
                     for ref, (run, record, _, _) in list(pending.items()):  # the tasks themselves do not answer
                         ray.cancel(ref, force=True)
