@@ -26,9 +26,11 @@ from rlcli.config import EnvConfig, build_algo_config, load_run_config
 from rlcli.errors import UsageError
 from rlcli.tune import results
 from rlcli.tune import study as tuning
+from rlcli.tune.objective import OVERRIDES_BY_ENV, base_hyperparams, stored_overrides, trial_overrides
 from rlcli.tune.results import _float, apply_entries, entry_lines
 from rlcli.tune.space import SearchSpace, default_space
-from rlcli.tune.study import open_storage
+from rlcli.tune.spec import TuneSpec
+from rlcli.tune.storage import open_storage
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
@@ -409,21 +411,21 @@ def test_a_space_is_checked_against_every_env_tuned(tmp_path):
 def test_each_env_splits_its_own_rollout_into_minibatches():
     """With several envs, a space that splits the rollout but does not sample its shape gives each env
     the minibatch size of its own rollout (Acrobot's is 16 x 256 steps, CartPole's 8 x 32)."""
-    spec = tuning.TuneSpec(env_ids=("Acrobot-v1", "CartPole-v1"), study_dir=Path("unused"), study_name="s",
+    spec = TuneSpec(env_ids=("Acrobot-v1", "CartPole-v1"), study_dir=Path("unused"), study_name="s",
                            storage="sqlite://", space={"minibatch_size": {"minibatches": [1, 4]}})
     space = spec.search_space()
-    by_env = tuning.trial_overrides(optuna.trial.FixedTrial({"n_minibatches": 4}), spec, space)
+    by_env = trial_overrides(optuna.trial.FixedTrial({"n_minibatches": 4}), spec, space)
     for env_id, overrides in by_env.items():
-        base = tuning.base_hyperparams(spec, env_id)
+        base = base_hyperparams(spec, env_id)
         assert overrides == {"minibatch_size": base["n_envs"] * base["n_steps"] // 4}
         space.check(base, f" for {env_id}")
         build_algo_config("ppo", config.deep_merge(base, overrides))
     assert by_env["Acrobot-v1"] != by_env["CartPole-v1"]
-    stored = {"hyperparams": by_env["Acrobot-v1"], tuning.OVERRIDES_BY_ENV: by_env}
-    assert tuning.stored_overrides(stored, spec.env_ids) == by_env
+    stored = {"hyperparams": by_env["Acrobot-v1"], OVERRIDES_BY_ENV: by_env}
+    assert stored_overrides(stored, spec.env_ids) == by_env
     # trials of one env keep their overrides under "hyperparams" only
     one = {"hyperparams": {"n_epochs": 3}}
-    assert tuning.stored_overrides(one, ("CartPole-v1",)) == {"CartPole-v1": {"n_epochs": 3}}
+    assert stored_overrides(one, ("CartPole-v1",)) == {"CartPole-v1": {"n_epochs": 3}}
 
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])

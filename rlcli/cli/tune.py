@@ -14,7 +14,6 @@ from rich.table import Table
 
 from rlcli.cli import app
 from rlcli.cli.options import Algo, Backend, Device
-from rlcli.errors import UsageError
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
 
@@ -64,63 +63,18 @@ def tune(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial's first run.")] = 0,
     write: Annotated[bool, typer.Option("--write", help="Put the best entry into hyperparams/ALGO.yml.")] = False,
 ) -> None:
-    import importlib.util
+    from rlcli.tune import results, study
+    from rlcli.tune.plan import plan_study
 
-    from rlcli.config import EnvConfig, hyperparams_for, load_run_config
-    from rlcli.envs import env_group, import_env_module
-    from rlcli.envs.registry import resolve_backend
-    from rlcli.train import check_env_fits
-    from rlcli.tune import results
-    from rlcli.tune import study as tuning
-    from rlcli.tune.space import default_space, load_space
-
-    needed = [("optuna", "rlcli tune")] + ([("cmaes", "--sampler cmaes")] if sampler == Sampler.cmaes else [])
-    for module, why in needed:
-        if importlib.util.find_spec(module) is None:
-            raise UsageError(f"{why} needs the '{module}' package: pip install 'rlcli[tune]'")
     console = Console(soft_wrap=True, highlight=False)
-    env_ids = list(dict.fromkeys(env_ids))
-    import_env_module(env_module)
-    for env_id in env_ids:
-        resolve_backend(env_id, backend.value)  # unknown ids fail here, with close matches
-    tuning.check_normalisable(tuple(env_ids))
-    search = load_space(space, algo.value) if space is not None else default_space(algo.value)
-    bases = {}
-    for env_id in env_ids:
-        bases[env_id] = hyperparams_for(algo.value, env_id, env_group(env_id))
-        search.check(bases[env_id], f" for {env_id}" if len(env_ids) > 1 else "")
-        check_env_fits(load_run_config(algo.value, EnvConfig(id=env_id, backend=backend.value, env_module=env_module),
-                                       env_group(env_id)))
-    budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
-    directory = out or tuning.default_study_dir(tuple(env_ids), algo.value)
-    directory.mkdir(parents=True, exist_ok=True)
-    spec = tuning.TuneSpec(
-        env_ids=tuple(env_ids), algo=algo.value, trials=trials, steps=budget, seeds_per_trial=seeds_per_trial,
-        sampler=sampler.value, pruner=pruner.value, startup_trials=startup_trials, evaluations=evaluations,
-        eval_episodes=eval_episodes, study_dir=directory, study_name=study_name or directory.name,
-        storage=storage or f"sqlite:///{(directory / 'study.db').resolve()}", space=search.data,
-        space_source=search.source, jobs=jobs, threads=threads if threads is not None else (1 if jobs > 1 else None),
-        device=device.value, backend=backend.value, env_module=env_module, seed=seed)
-    study = tuning.open_study(spec)
-    done = tuning.counted_trials(study)
-    console.print(f"Tuning {' '.join(env_ids)} with {algo.value}: {trials} trials ({done} done) of {budget:,} steps "
-                  f"x {seeds_per_trial} seed(s), sampler {sampler.value}, pruner {pruner.value}, {jobs} job(s)"
-                  f"{f' x {spec.threads} thread(s)' if spec.threads else ''} -> {directory} "
-                  f"({tuning.redact(spec.storage)})")
-    if done >= trials:
-        console.print(f"The study already holds {done} trials; raise --trials to run more.")
-
-    display = TrialDisplay(console, study, search_keys(search))
-    outcome = tuning.RunOutcome([], [])
-    interrupted = False
-    try:
-        with display.live:
-            outcome = tuning.run(spec, display.refresh)
-            display.refresh()
-    except KeyboardInterrupt:
-        interrupted = True
-    summary = results.summarize(spec, study, write=write and not interrupted)
-    print_summary(console, spec, summary)
+    spec = plan_study(env_ids, algo.value, space_file=space, steps=steps, out=out, storage=storage,
+                      study_name=study_name, threads=threads, backend=backend.value, env_module=env_module,
+                      trials=trials, seeds_per_trial=seeds_per_trial, sampler=sampler.value, pruner=pruner.value,
+                      startup_trials=startup_trials, evaluations=evaluations, eval_episodes=eval_episodes, jobs=jobs,
+                      device=device.value, seed=seed)
+    tuning = study.open_study(spec)
+    outcome, interrupted = run_with_display(console, spec, tuning)
+    print_summary(console, spec, results.summarize(spec, tuning, write=write and not interrupted))
     for line in outcome.notes:
         console.print(line, markup=False)
     for line in outcome.failures:
@@ -131,6 +85,25 @@ def tune(
         raise typer.Exit(130)
     if outcome.failures:
         raise typer.Exit(1)
+
+
+def run_with_display(console: Console, spec: Any, tuning: Any) -> tuple[Any, bool]:
+    """Runs the study under a live table of its trials; returns its RunOutcome and whether Ctrl-C stopped it."""
+    from rlcli.tune import study
+    from rlcli.tune.plan import describe
+
+    done = study.counted_trials(tuning)
+    console.print(describe(spec, done))
+    if done >= spec.trials:
+        console.print(f"The study already holds {done} trials; raise --trials to run more.")
+    display = TrialDisplay(console, tuning, search_keys(spec.search_space()))
+    try:
+        with display.live:
+            outcome = study.run(spec, display.refresh)
+            display.refresh()
+    except KeyboardInterrupt:
+        return study.RunOutcome([], []), True
+    return outcome, False
 
 
 def search_keys(search: Any) -> list[str]:

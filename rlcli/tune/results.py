@@ -20,8 +20,11 @@ from rlcli import config
 from rlcli.checkpoint import atomic_write
 from rlcli.config import deep_merge
 from rlcli.errors import UsageError
+from rlcli.tune.objective import stored_overrides
 from rlcli.tune.plots import importances, save_plots
-from rlcli.tune.study import TrialRow, TuneSpec, redact, stored_overrides, trial_rows
+from rlcli.tune.spec import TuneSpec
+from rlcli.tune.storage import redact
+from rlcli.tune.study import TrialRow, trial_rows
 
 BEST, SUMMARY = "best.yml", "summary.json"
 TUNE_COMMENT = "# rlcli tune"

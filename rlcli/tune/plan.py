@@ -1,0 +1,64 @@
+"""From what ``rlcli tune`` was asked to the TuneSpec of its study: every check that can fail before a trial
+runs (packages, env ids, the search space against each env, the envs' scores), then the study directory."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from rlcli.errors import UsageError
+from rlcli.tune.objective import check_normalisable
+from rlcli.tune.spec import TuneSpec, default_study_dir
+from rlcli.tune.storage import redact
+
+
+def check_packages(sampler: str) -> None:
+    """A UsageError naming the package to install when Optuna (or CMA-ES for its sampler) is missing."""
+    needed = [("optuna", "rlcli tune")] + ([("cmaes", "--sampler cmaes")] if sampler == "cmaes" else [])
+    for module, why in needed:
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(f"{why} needs the '{module}' package: pip install 'rlcli[tune]'")
+
+
+def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps: int | None, out: Path | None,
+               storage: str | None, study_name: str | None, threads: int | None, backend: str,
+               env_module: str | None, **settings: Any) -> TuneSpec:
+    """The spec of a study of ``algo`` on ``env_ids`` (duplicates dropped), once everything it names has
+    been checked; creates the study directory. ``steps`` defaults to the largest tuned budget of the envs,
+    ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields, as given."""
+    from rlcli.config import EnvConfig, hyperparams_for, load_run_config
+    from rlcli.envs import env_group, import_env_module
+    from rlcli.envs.registry import resolve_backend
+    from rlcli.train import check_env_fits
+    from rlcli.tune.space import default_space, load_space
+
+    check_packages(settings.get("sampler", "tpe"))
+    ids = tuple(dict.fromkeys(env_ids))
+    import_env_module(env_module)
+    for env_id in ids:
+        resolve_backend(env_id, backend)  # unknown ids fail here, with close matches
+    check_normalisable(ids)
+    search = load_space(space_file, algo) if space_file is not None else default_space(algo)
+    bases = {}
+    for env_id in ids:
+        bases[env_id] = hyperparams_for(algo, env_id, env_group(env_id))
+        search.check(bases[env_id], f" for {env_id}" if len(ids) > 1 else "")
+        check_env_fits(load_run_config(algo, EnvConfig(id=env_id, backend=backend, env_module=env_module),
+                                       env_group(env_id)))
+    budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
+    directory = out or default_study_dir(ids, algo)
+    directory.mkdir(parents=True, exist_ok=True)
+    jobs = settings.get("jobs", 1)
+    return TuneSpec(env_ids=ids, algo=algo, steps=budget, study_dir=directory, study_name=study_name or directory.name,
+                    storage=storage or f"sqlite:///{(directory / 'study.db').resolve()}", space=search.data,
+                    space_source=search.source, threads=threads if threads is not None else (1 if jobs > 1 else None),
+                    backend=backend, env_module=env_module, **settings)
+
+
+def describe(spec: TuneSpec, done: int) -> str:
+    """What the study is, in the line ``rlcli tune`` starts with; ``done``: the trials it already counts."""
+    threads = f" x {spec.threads} thread(s)" if spec.threads else ""
+    return (f"Tuning {' '.join(spec.env_ids)} with {spec.algo}: {spec.trials} trials ({done} done) of {spec.steps:,} "
+            f"steps x {spec.seeds_per_trial} seed(s), sampler {spec.sampler}, pruner {spec.pruner}, {spec.jobs} job(s)"
+            f"{threads} -> {spec.study_dir} ({redact(spec.storage)})")
