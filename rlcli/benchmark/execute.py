@@ -5,10 +5,11 @@ train``, plus ``train.log`` (the process's output, every attempt) and ``benchmar
 run, how it ended, the last line of its error). Re-running a benchmark keeps finished runs, resumes the
 ones with a checkpoint and starts the others again; a run that fails does not stop the others.
 
-Workers are limited to ``threads`` torch/OpenMP/BLAS threads each so that they do not fight over
-cores. On Ray, a task declares ``num_cpus=threads`` (and ``num_gpus``) and trains in a temporary
-directory on whichever node runs it; the run directory travels to the task (to resume) and back (to be
-gathered under ``BENCH/runs``) as a tar archive, so the cluster needs no shared filesystem.
+Locally each run is a job of the supervisor that tune shares (``rlcli.workers``): limited to ``threads``
+torch/OpenMP/BLAS threads so that runs do not fight over cores, stopped on Ctrl-C with a checkpoint. On
+Ray, a task declares ``num_cpus=threads`` (and ``num_gpus``) and trains in a temporary directory on
+whichever node runs it; the run directory travels to the task (to resume) and back (to be gathered under
+``BENCH/runs``) as a tar archive, so the cluster needs no shared filesystem.
 """
 
 from __future__ import annotations
@@ -380,8 +381,8 @@ def train_in_temporary_directory(run: RunSpec, options: TrainOptions, archive: b
         return RemoteResult(job_end.returncode, job_end.output, archive, job_end.seconds)
 
 
-def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gpus_per_run: float,
-                    on_finish: OnFinish | None, notify: Notify | None) -> dict[RunSpec, RunRecord]:
+def _connect_to_ray(address: str) -> Any:
+    """The ``ray`` module, connected to the cluster at ``address`` (unless this process already is)."""
     try:
         import ray
     except ImportError:
@@ -391,6 +392,12 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
             ray.init(address=address, log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise UsageError(f"--ray {address}: cannot connect to a Ray cluster there ({e})") from None
+    return ray
+
+
+def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gpus_per_run: float,
+                    on_finish: OnFinish | None, notify: Notify | None) -> dict[RunSpec, RunRecord]:
+    ray = _connect_to_ray(address)
     task = ray.remote(train_in_temporary_directory).options(
         num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
     stop_level = ray.remote(workers.StopLevel).options(num_cpus=0).remote()

@@ -21,10 +21,10 @@ from rlcli.benchmark import (
     load_results,
     make_report,
     plan_benchmark,
+    progress,
     run_benchmark,
     run_statuses,
 )
-from rlcli.benchmark.results import read_run
 from rlcli.cli import app
 from rlcli.cli.options import Algo, Backend, Device
 from rlcli.errors import UsageError
@@ -81,10 +81,6 @@ def _say(text: str) -> None:
     typer.echo(text)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
 @benchmark_app.callback(invoke_without_command=True)
 def benchmark(
     ctx: typer.Context,
@@ -127,39 +123,19 @@ def benchmark(
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
     n_workers = workers or default_workers(threads)
-    env_ids = list(dict.fromkeys(r.env_id for r in plan.runs))
-    n_seeds = len({r.seed for r in plan.runs})
-    where = (f"on Ray ({ray}), {threads} CPU(s) per run" if ray else
-             f"{_count(n_workers, 'worker')} x {_count(threads, 'thread')}")
-    _say(f"Benchmark: {_count(len(plan.runs), 'run')} ({'+'.join(algo_names)} x {_count(len(env_ids), 'env')} x "
-         f"{_count(n_seeds, 'seed')}), {where} -> {plan.directory}")
-    for line in plan.skipped:
-        _say(f"skipped {line}")
-    counts = {action: sum(s.action == action for s in statuses) for action in ("done", "resume", "new")}
-    if counts["done"] or counts["resume"]:
-        _say(f"{counts['done']} finished already (kept), {counts['resume']} to resume, {counts['new']} to start")
+    for line in progress.headline(plan, algo_names, statuses, n_workers, ray):
+        _say(line)
     if dry_run:
-        width = max(len(r.env_id) for r in plan.runs)
-        for status in statuses:
-            run = status.run
-            what = {"done": "finished (kept)", "resume": f"resume at step {status.step:,}", "new": "new"}
-            _say(f"  {run.algo:<4} {run.env_id:<{width}}  seed {run.seed:<4} {run.steps:>12,} steps  "
-                 f"{what[status.action]}")
+        for line in progress.dry_run(statuses):
+            _say(line)
         return
-
     total = sum(s.action != "done" for s in statuses)
     finished = [0]
     start = time.perf_counter()
 
     def on_finish(run: RunSpec, record: RunRecord) -> None:
         finished[0] += 1
-        head = f"[{finished[0]}/{total}] {record.status:<8} {run.label}"
-        if record.status == "finished":
-            row = read_run(plan.run_dir(run))
-            score = f"eval {row.final_return:.2f}" if row and row.final_return is not None else "no evaluation"
-            _say(f"{head}: {score} at {row.steps if row else 0:,} steps ({record.process_s:.1f} s)")
-        else:
-            _say(f"{head}: {record.error} (log: {plan.run_dir(run) / 'train.log'})")
+        _say(progress.run_ended(plan, run, record, finished[0], total))
 
     gpus = gpus_per_run if gpus_per_run is not None else (1.0 if device == Device.cuda else 0.0)
     try:
