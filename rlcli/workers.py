@@ -175,17 +175,18 @@ def supervise(jobs: Iterable[Job], at_once: int, on_start: Callable[[Job, int], 
             exhausted, next_tick = False, time.monotonic()
             while not exhausted or running:
                 while not exhausted and len(running) < at_once:
-                    job = next(pending, None)
-                    if job is None:
-                        exhausted = True
-                        break
-                    try:
-                        running.append(_start(job))
-                    except Exception as e:  # an OSError starting the process, a full disk: this job fails, not all
-                        end(Ended(job, None, "", 0.0, False, f"{type(e).__name__}: {e}"))
-                        continue
-                    if on_start is not None:
-                        on_start(job, running[-1].process.pid)
+                    with interrupts.held():  # a job half started (or half recorded as started) would escape a stop
+                        job = next(pending, None)
+                        if job is None:
+                            exhausted = True
+                            break
+                        try:
+                            running.append(_start(job))
+                        except Exception as e:  # an OSError starting the process, a full disk: this job fails, not all
+                            end(Ended(job, None, "", 0.0, False, f"{type(e).__name__}: {e}"))
+                            continue
+                        if on_start is not None:
+                            on_start(job, running[-1].process.pid)
                 for done in [r for r in running if r.process.poll() is not None]:
                     running.remove(done)
                     end(_finish(done, stopping=False))
@@ -196,6 +197,9 @@ def supervise(jobs: Iterable[Job], at_once: int, on_start: Callable[[Job, int], 
         except KeyboardInterrupt:
             _stop(running, end, on_stop, patience_s)
             raise Stopped(ended) from None
+        except BaseException:  # a callback's error must not leave the jobs running unsupervised
+            _stop(running, end, on_stop, patience_s)
+            raise
     return ended
 
 
