@@ -1,16 +1,17 @@
-"""What a new user types for an environment: bare names, and Atari or MuJoCo ids without their packages,
-each answered with one line."""
+"""What a new user types for an environment: bare names, Atari or MuJoCo ids without their packages, and
+custom envs whose own code fails, each answered with one line."""
 
 import sys
 from importlib.util import find_spec
 
 import gymnasium as gym
 import pytest
+from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.envs.registration import EnvSpec
 from typer.testing import CliRunner
 
 from rlcli.cli import app
-from rlcli.envs import env_group, registry
+from rlcli.envs import env_group, make_vec_env, registry
 from rlcli.envs.atari_games import ATARI_GAMES
 from rlcli.envs.registry import looks_atari, resolve_backend, resolve_env_id, unknown_env_message
 from rlcli.errors import UsageError
@@ -174,3 +175,59 @@ def test_a_mujoco_id_without_mujoco_names_the_extra_before_anything_is_made(with
 def test_benchmark_of_the_mujoco_suite_without_mujoco(without_mujoco, tmp_path):
     result = runner.invoke(app, ["benchmark", "--envs", "mujoco", "--dry-run", "--out", str(tmp_path / "b")])
     assert _one_line(result) == "error: Hopper-v5 needs MuJoCo, which is not installed: pip install 'rlcli[mujoco]'"
+
+
+# --- custom envs whose own code fails ----------------------------------------------------------------------
+
+class NoRenderMode(CartPoleEnv):
+    def __init__(self) -> None:  # gymnasium's Env API wants render_mode
+        super().__init__()
+
+
+class RaisesInInit(CartPoleEnv):
+    def __init__(self, render_mode: str | None = None) -> None:
+        raise RuntimeError("the simulator's licence file is missing")
+
+
+def test_a_constructor_that_raises_is_one_line_naming_the_id(monkeypatch):
+    _register(monkeypatch, "RaisesInInit-v0", RaisesInInit)
+    with pytest.raises(UsageError) as e:
+        make_vec_env("RaisesInInit-v0", 2, 0)
+    assert str(e.value) == ("environment 'RaisesInInit-v0' could not be made: RuntimeError: the simulator's licence "
+                            "file is missing (rlcli --debug shows the traceback)")
+    assert isinstance(e.value.__cause__, RuntimeError)  # what --debug shows
+
+
+def test_an_entry_point_without_render_mode_says_what_to_add(monkeypatch):
+    _register(monkeypatch, "NoRenderMode-v0", NoRenderMode)
+    for render_mode in (None, "rgb_array"):  # gymnasium passes render_mode=None too
+        with pytest.raises(UsageError) as e:
+            make_vec_env("NoRenderMode-v0", 1, 0, render_mode=render_mode)
+        message = str(e.value)
+        assert message.startswith("environment 'NoRenderMode-v0' could not be made: TypeError: ")
+        assert "unexpected keyword argument 'render_mode'" in message and "\n" not in message
+        assert "its constructor must take render_mode=None" in message
+
+
+def test_an_entry_point_that_cannot_be_imported(monkeypatch):
+    _register(monkeypatch, "Elsewhere-v0", "no_such_module_for_rlcli:Env")
+    with pytest.raises(UsageError, match="^environment 'Elsewhere-v0' could not be made: ModuleNotFoundError: "
+                                         "No module named 'no_such_module_for_rlcli'"):
+        make_vec_env("Elsewhere-v0", 1, 0)
+
+
+@pytest.mark.skipif(find_spec("envpool") is None, reason="envpool is not installed")
+def test_a_keyword_envpool_does_not_take_is_one_line():
+    with pytest.raises(UsageError, match="^environment 'CartPole-v1' could not be made: TypeError: .*'foo'"):
+        make_vec_env("CartPole-v1", 1, 0, "envpool", kwargs={"foo": 1})
+
+
+def test_train_on_a_failing_env_is_one_line_and_debug_shows_the_traceback(monkeypatch, tmp_path):
+    _register(monkeypatch, "RaisesInInit-v0", RaisesInInit)
+    monkeypatch.setenv("RLCLI_DEBUG", "")  # --debug sets it; monkeypatch puts it back
+    args = ["train", "RaisesInInit-v0", "--steps", "64", "--run-dir", str(tmp_path / "r")]
+    assert _one_line(runner.invoke(app, args)) == (
+        "error: environment 'RaisesInInit-v0' could not be made: RuntimeError: the simulator's licence file is "
+        "missing (rlcli --debug shows the traceback)")
+    debug = runner.invoke(app, ["--debug", *args[:-1], str(tmp_path / "r2")])
+    assert isinstance(debug.exception, UsageError) and isinstance(debug.exception.__cause__, RuntimeError)
