@@ -24,14 +24,14 @@ def play(
     video: Annotated[Optional[Path], typer.Option(help="Write an mp4 here instead of a window.")] = None,
 ) -> None:
     from rlcli.evaluation import record_episodes, render_off_screen
+    from rlcli.video import check_video_path, write_mp4
 
     headless = video is not None or not os.environ.get("DISPLAY")
     if headless:
         render_off_screen()
         video = video or Path("play.mp4")
+        check_video_path(video)  # before the episodes, which may take minutes
     import torch
-
-    from rlcli.video import write_mp4
 
     torch.set_num_threads(1)
     loaded = checkpoint.load(resolve_run(run), best=best)

@@ -10,6 +10,7 @@ from rlcli.envs.registry import (
     envpool_name,
     gymnasium_name,
     import_env_module,
+    missing_extra_message,
     resolve_backend,
 )
 from rlcli.errors import UsageError
@@ -22,7 +23,8 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
                  threads: int | None = None) -> VecEnv:
     """``num_envs`` copies of ``env_id`` on the chosen backend (``auto``: envpool where it has the
     task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``.
-    ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores)."""
+    ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores).
+    An env whose own code raises while it is made is a UsageError naming the id and the error."""
     chosen = "gymnasium" if render_mode else resolve_backend(env_id, backend)
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
@@ -40,8 +42,7 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     try:
         return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)  # type: ignore[arg-type]
     except gym.error.DependencyNotInstalled as e:
-        extra = {"mujoco": "MuJoCo", "atari": "ale-py"}.get(env_group(env_id))
-        if extra:
-            raise UsageError(f"{env_id} needs {extra}, which is not installed: "
-                             f"pip install 'rlcli[{env_group(env_id)}]'") from None
+        group = env_group(env_id)
+        if group in ("mujoco", "atari"):
+            raise UsageError(missing_extra_message(env_id, group)) from None
         raise UsageError(f"{env_id} needs a package that is not installed: {e}") from None

@@ -30,6 +30,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlcli.envs.base import make_gym_env
+
 MAX_EPISODE_STEPS = 27_000  # agent steps (108,000 frames), envpool's Atari default
 
 
@@ -133,8 +135,8 @@ def make_atari_env(gym_id: str, render_mode: str | None = None, noop_max: int = 
     ale_kwargs = dict(repeat_action_probability=0.0, full_action_space=False)
     ale_kwargs.update(kwargs)
     # one emulator frame per act; the time limit is ours (agent steps), so the ALE's own cap is off
-    env = gym.make(gym_id, frameskip=1, max_num_frames_per_episode=0, obs_type="grayscale",
-                   render_mode=render_mode, **ale_kwargs)
+    env = make_gym_env(gym_id, frameskip=1, max_num_frames_per_episode=0, obs_type="grayscale",
+                        render_mode=render_mode, **ale_kwargs)
     return EnvpoolAtari(env, noop_max=noop_max, frame_skip=frame_skip, stack_num=stack_num,
                         img_height=img_height, img_width=img_width, episodic_life=episodic_life,
                         reward_clip=reward_clip, use_fire_reset=use_fire_reset,

@@ -9,10 +9,12 @@ observation, which is simply the next row's value estimate.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
+
+from rlcli.errors import UsageError
 
 
 class StepResult(NamedTuple):
@@ -55,3 +57,25 @@ def float32_space(space: gym.Space) -> gym.Space:
 
 def float32_obs(obs: np.ndarray) -> np.ndarray:
     return obs.astype(np.float32) if obs.dtype == np.float64 else obs
+
+
+def make_gym_env(gym_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make(gym_id, **kwargs)``, where what the env's own code raises (its constructor, its entry
+    point, the keywords it is given) is a UsageError naming the id: a custom env is the user's input. A
+    missing simulator stays ``DependencyNotInstalled``, which the caller turns into the extra to install."""
+    try:
+        return gym.make(gym_id, **kwargs)
+    except (gym.error.DependencyNotInstalled, UsageError):
+        raise
+    except Exception as e:
+        raise creation_error(gym_id, e) from e
+
+
+def creation_error(env_id: str, error: Exception) -> UsageError:
+    """``error``, raised while ``env_id`` was made, as one line; the traceback stays chained for --debug."""
+    detail = " ".join(str(error).split()) or "no message"
+    hint = ""
+    if "unexpected keyword argument 'render_mode'" in detail:
+        hint = "; gymnasium gives every env render_mode, so its constructor must take render_mode=None"
+    return UsageError(f"environment '{env_id}' could not be made: {type(error).__name__}: {detail}{hint} "
+                      "(rlcli --debug shows the traceback)")

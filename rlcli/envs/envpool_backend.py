@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlcli.envs.base import StepResult, float32_obs, float32_space
+from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
 
 # Standard Atari preprocessing (Machado et al. / Nature DQN); rlcli/envs/atari.py copies it for gymnasium.
 ATARI_KWARGS = dict(
@@ -30,8 +30,11 @@ class EnvpoolVecEnv:
         import envpool
 
         opts = atari_opts(kwargs) if atari else dict(kwargs or {})
-        self._env = envpool.make(name, env_type="gymnasium", num_envs=num_envs, seed=seed,
-                                 num_threads=num_threads, **opts)
+        try:
+            self._env = envpool.make(name, env_type="gymnasium", num_envs=num_envs, seed=seed,
+                                     num_threads=num_threads, **opts)
+        except (TypeError, ValueError, AssertionError) as e:  # envpool's answers to keywords it does not take
+            raise creation_error(name, e) from e
         self._atari = atari
         self.num_envs = num_envs
         self.single_observation_space = float32_space(self._env.observation_space)

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcli.envs.atari import make_atari_env
-from rlcli.envs.base import StepResult, float32_obs, float32_space
+from rlcli.envs.base import StepResult, float32_obs, float32_space, make_gym_env
 
 
 def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
@@ -21,7 +21,7 @@ def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
         # the model's own body-tracking camera: gymnasium's default free camera stays where the
         # robot started, so a walker leaves the picture after a few seconds
         kwargs.setdefault("camera_name", "track")
-    return gym.make(gym_id, render_mode=render_mode, **kwargs)
+    return make_gym_env(gym_id, render_mode=render_mode, **kwargs)
 
 
 class GymnasiumVecEnv:

@@ -1,0 +1,76 @@
+"""``rlcli play --video``: a path no video can be written to is one line and exit code 2, before any episode."""
+
+import pytest
+from typer.testing import CliRunner
+
+from rlcli.cli import app
+from rlcli.errors import UsageError
+from rlcli.video import check_video_path
+
+runner = CliRunner()
+SUFFIXES = "give a path ending in .mp4 (or .mkv, .mov, .avi)"
+
+
+@pytest.fixture
+def file_in_the_way(tmp_path):
+    path = tmp_path / "notes"
+    path.write_text("a file, not a directory")
+    return path
+
+
+def test_a_writable_path_passes_and_is_left_as_it_was(tmp_path):
+    video = tmp_path / "new" / "deeper" / "agent.MP4"
+    check_video_path(video)
+    assert not video.exists() and video.parent.is_dir()  # write_mp4 would make the directory anyway
+    existing = tmp_path / "old.mkv"
+    existing.write_bytes(b"kept")
+    check_video_path(existing)
+    assert existing.read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("out.txt", "cannot write a video to a '.txt' file; " + SUFFIXES),
+    ("agent.gif", "cannot write a video to a '.gif' file; " + SUFFIXES),
+    ("agent", "cannot write a video to a path without an extension; " + SUFFIXES),
+])
+def test_an_extension_without_an_h264_container(tmp_path, name, expected):
+    with pytest.raises(UsageError) as e:
+        check_video_path(tmp_path / name)
+    assert str(e.value) == f"--video {tmp_path / name}: {expected}"
+
+
+def test_a_directory_or_a_file_in_the_way(tmp_path, file_in_the_way):
+    with pytest.raises(UsageError, match="is a directory; give a file path such as"):
+        check_video_path(tmp_path)
+    with pytest.raises(UsageError) as e:
+        check_video_path(file_in_the_way / "x.mp4")
+    assert str(e.value) == f"--video {file_in_the_way / 'x.mp4'}: {file_in_the_way} is a file, not a directory; " \
+                           "give a path in a directory"
+
+
+def test_a_directory_that_refuses_files(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("pathlib.Path.open", refuse)  # as a read-only directory would, for root too
+    with pytest.raises(UsageError) as e:
+        check_video_path(tmp_path / "x.mp4")
+    assert str(e.value) == (f"--video {tmp_path / 'x.mp4'}: cannot write there (Permission denied); "
+                            "give a path in a directory you can write to")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("out.txt", "cannot write a video to a '.txt' file; " + SUFFIXES),
+    ("notes/x.mp4", "is a file, not a directory; give a path in a directory"),
+])
+def test_play_checks_the_video_path_before_playing(tmp_path, monkeypatch, file_in_the_way, name, expected):
+    def play_nothing(*args, **kwargs):
+        raise AssertionError("episodes were played before the video path was checked")
+
+    monkeypatch.setattr("rlcli.evaluation.record_episodes", play_nothing)
+    video = tmp_path / name
+    result = runner.invoke(app, ["play", "CartPole-v1", "--video", str(video)])  # the zoo's CartPole agent
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert lines[0].startswith(f"error: --video {video}") and lines[0].endswith(expected)
