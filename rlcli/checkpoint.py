@@ -1,4 +1,5 @@
-"""Run directories: ``config.yaml`` + ``model.safetensors`` + ``meta.json``, written atomically.
+"""The files of a run directory: ``config.yaml`` + ``model.safetensors`` + ``meta.json``, written
+atomically (``rlcli.rundir`` reads and writes them as one run).
 
 A run directory is portable: no pickles, nothing that depends on the machine that wrote it. The
 optimiser's state lives in ``optimizer.safetensors`` and the loop's position in ``meta.json``, so
@@ -17,17 +18,14 @@ import subprocess
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import safetensors
 import safetensors.torch
 import torch
-import yaml
-from pydantic import ValidationError
 
 import rlcli
-from rlcli.config import RunConfig, describe_validation_error, dump_config
-from rlcli.errors import CheckpointError
+from rlcli.errors import CheckpointError, StorageError
 from rlcli.optim import Adam
 
 CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY = (
@@ -48,18 +46,43 @@ _UMASK = _read_umask()  # read once, at import: os.umask can only be read by set
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    write_files({path: data})
+
+
+def write_files(files: dict[Path, bytes]) -> None:
+    """Writes every file or none: each goes to a temporary file beside it first (fsynced), and only when
+    all are written are they renamed into place, in order (a rename needs no space). A write that fails
+    (a full disk, a permission) leaves the old files and raises a StorageError naming the file."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in files.items():
+            staged.append((_stage(path, data), path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stage(path: Path, data: bytes) -> str:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide runs from their group
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
         raise
+    return tmp
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -67,10 +90,15 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], step: int | None = None) -> None:
-    """``step`` is stamped into the file's metadata, so a resume can tell files of one save apart."""
+    atomic_write(path, tensor_bytes(tensors, step))
+
+
+def tensor_bytes(tensors: dict[str, torch.Tensor], step: int | None = None) -> bytes:
+    """A safetensors file's bytes; ``step`` is stamped into its metadata, so a resume can tell files of
+    one save apart."""
     flat = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     metadata = {"format": FORMAT, **({"step": str(step)} if step is not None else {})}
-    atomic_write(path, safetensors.torch.save(flat, metadata=metadata))
+    return safetensors.torch.save(flat, metadata=metadata)
 
 
 def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]:
@@ -143,57 +171,3 @@ def git_commit() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def save(run_dir: Path, cfg: RunConfig, model: dict[str, torch.Tensor],
-         optimizer: dict[str, torch.Tensor] | None, meta: dict[str, Any]) -> None:
-    """Writes the whole checkpoint; each file is replaced atomically, meta last. The tensor files carry
-    ``meta["steps"]`` so that a save cut short between files is detected on resume."""
-    step = meta.get("steps")
-    save_tensors(run_dir / MODEL, model, step)
-    if optimizer is not None:
-        save_tensors(run_dir / OPTIMIZER, optimizer, step)
-    atomic_write(run_dir / CONFIG, dump_config(cfg).encode())
-    write_json(run_dir / META, {**meta, "versions": environment_versions(), "git_commit": git_commit()})
-
-
-class LoadedRun(NamedTuple):
-    run_dir: Path
-    cfg: RunConfig
-    model: dict[str, torch.Tensor]
-    meta: dict[str, Any]
-
-
-def load_config(run_dir: Path) -> RunConfig:
-    path = run_dir / CONFIG
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir} is not an rlcli run directory (no {CONFIG})")
-    try:
-        return RunConfig.model_validate(yaml.safe_load(path.read_text()))
-    except yaml.YAMLError as e:
-        raise CheckpointError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
-    except ValidationError as e:
-        raise CheckpointError(f"{path}: {describe_validation_error(e, RunConfig)}") from None
-
-
-def load(run_dir: Path, best: bool = False) -> LoadedRun:
-    """Config, model tensors and meta of a run directory (``best``: the best evaluated model)."""
-    cfg = load_config(run_dir)
-    model_path = run_dir / BEST_DIR / MODEL if best else run_dir / MODEL
-    meta_path = run_dir / META
-    try:
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    except json.JSONDecodeError:
-        raise CheckpointError(f"{meta_path} is not valid JSON") from None
-    return LoadedRun(run_dir, cfg, load_tensors(model_path), meta)
-
-
-def eval_history(run_dir: Path) -> list[dict[str, Any]]:
-    """Every evaluation in the run's ``eval.json``, oldest first (each with its env ``step`` and
-    ``mean_return``); empty when there is none or the file is unreadable, which training then rewrites."""
-    path = run_dir / EVAL
-    try:
-        history = json.loads(path.read_text()).get("history", []) if path.is_file() else []
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return []
-    return [e for e in history if isinstance(e, dict) and "step" in e and "mean_return" in e]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from rlcli.errors import UsageError
 
@@ -49,95 +49,47 @@ class NetworkConfig(Frozen):
     ortho_init: bool = True
 
 
-class PPOConfig(Frozen):
-    """PPO hyperparameters; one rollout is ``n_envs * n_steps`` env steps."""
+class AlgoConfig(Frozen):
+    """What every algorithm's hyperparameters share; each algorithm's module subclasses it, with an
+    ``algo`` field whose literal is its registered name."""
 
-    algo: Literal["ppo"] = "ppo"
+    algo: str
     steps: Annotated[int, Field(gt=0)] = 1_000_000
     n_envs: Annotated[int, Field(gt=0)] = 8
-    n_steps: Annotated[int, Field(gt=0)] = 128
-    minibatch_size: Annotated[int, Field(gt=0)] = 256
-    n_epochs: Annotated[int, Field(gt=0)] = 10
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.95
-    learning_rate: Annotated[float, Field(gt=0)] = 3e-4
-    lr_schedule: Schedule = Schedule.linear
-    kl_target: Annotated[float, Field(gt=0)] = 0.008  # used by the adaptive_kl schedule
-    clip_range: Annotated[float, Field(gt=0)] = 0.2
-    clip_range_schedule: Literal["constant", "linear"] = "constant"
-    clip_value: Annotated[float, Field(gt=0)] | None = None  # value-loss clipping range; None disables
-    ent_coef: Annotated[float, Field(ge=0)] = 0.0
-    vf_coef: Annotated[float, Field(ge=0)] = 0.5
-    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
-    adam_eps: Annotated[float, Field(gt=0)] = 1e-5
-    normalize_advantage: bool = True
-    normalize_obs: bool = False
-    normalize_reward: bool = False
-    clip_obs: Annotated[float, Field(gt=0)] = 10.0
-    network: NetworkConfig = NetworkConfig()
     precision: Precision = "fp32"
-    env_kwargs: dict[str, bool | int | float | str] = {}
-
-    @property
-    def batch_size(self) -> int:
-        """Env steps per rollout (and samples per update epoch)."""
-        return self.n_envs * self.n_steps
-
-    @model_validator(mode="after")
-    def _cnn_takes_raw_pixels(self) -> PPOConfig:
-        if self.network.trunk == "cnn" and self.normalize_obs:
-            raise ValueError("normalize_obs must be false with the cnn trunk, which scales pixels by 1/255")
-        return self
-
-    @model_validator(mode="after")
-    def _minibatch_fits(self) -> PPOConfig:
-        if self.minibatch_size > self.batch_size:
-            raise ValueError(
-                f"minibatch_size={self.minibatch_size} exceeds the rollout size "
-                f"n_envs*n_steps={self.batch_size}"
-            )
-        return self
 
 
-class SACConfig(Frozen):
-    """Soft Actor-Critic hyperparameters (Haarnoja et al. 2018, with automatic entropy tuning)."""
-
-    algo: Literal["sac"] = "sac"
-    steps: Annotated[int, Field(gt=0)] = 1_000_000
-    n_envs: Annotated[int, Field(gt=0)] = 1
-    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
-    learning_starts: Annotated[int, Field(ge=0)] = 5_000  # env steps of uniform random actions first
-    batch_size: Annotated[int, Field(gt=0)] = 256
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    target_update_rate: Annotated[float, Field(gt=0, le=1)] = 0.005  # Polyak factor ("tau") of target critics
-    actor_lr: Annotated[float, Field(gt=0)] = 3e-4
-    critic_lr: Annotated[float, Field(gt=0)] = 3e-4
-    alpha_lr: Annotated[float, Field(gt=0)] = 3e-4
-    alpha: Annotated[float, Field(gt=0)] = 0.2  # initial (autotune) or fixed entropy temperature
-    autotune_alpha: bool = True
-    target_entropy: float | None = None  # None: -dim(A)
-    utd_ratio: Annotated[float, Field(gt=0)] = 1.0  # gradient steps per env step collected
-    policy_delay: Annotated[int, Field(gt=0)] = 1  # critic updates per actor (and alpha) update
-    target_update_every: Annotated[int, Field(gt=0)] = 1  # critic updates per Polyak update
-    log_every: Annotated[int, Field(gt=0)] = 1_000  # env steps per training iteration (metrics row)
-    normalize_obs: bool = False
-    clip_obs: Annotated[float, Field(gt=0)] = 10.0
-    actor_hidden: tuple[int, ...] = (256, 256)
-    critic_hidden: tuple[int, ...] = (256, 256)
-    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
-    compile: bool = False  # torch.compile the update step
-    precision: Precision = "fp32"
-    env_kwargs: dict[str, bool | int | float | str] = {}
+# The config model of each registered algorithm, by name, and its hyperparameter file where that is not
+# hyperparams/NAME.yml; filled by rlcli.algos, which is where algorithms are named. A RunConfig read from a
+# file finds its algorithm's model here.
+ALGO_CONFIGS: dict[str, type[AlgoConfig]] = {}
+HYPERPARAMS_FILES: dict[str, Path] = {}
 
 
-AlgoConfig = PPOConfig | SACConfig
-ALGOS: dict[str, type[Frozen]] = {"ppo": PPOConfig, "sac": SACConfig}
+def register_algo_config(name: str, model: type[AlgoConfig], hyperparams: Path | None = None) -> None:
+    ALGO_CONFIGS[name] = model
+    if hyperparams is not None:
+        HYPERPARAMS_FILES[name] = hyperparams
+
+
+def algo_config_model(name: str) -> type[AlgoConfig]:
+    """The config model of the algorithm ``name``; a UsageError naming the registered ones otherwise."""
+    model = ALGO_CONFIGS.get(name)
+    if model is None:
+        raise UsageError(f"unknown algorithm '{name}'; choose one of: {', '.join(ALGO_CONFIGS)}")
+    return model
+
+
+EnvKwargs = dict[str, bool | int | float | str]
 
 
 class EnvConfig(Frozen):
     id: str
     backend: Literal["auto", "envpool", "gymnasium"] = "auto"
     env_module: str | None = None  # imported first; registers custom gymnasium ids
+    # keywords for the env's constructor (Atari: envpool's preprocessing options); hyperparameter files
+    # give them as the key ``env_kwargs`` beside the algorithm's
+    kwargs: EnvKwargs = {}
 
 
 class EvalConfig(Frozen):
@@ -150,7 +102,7 @@ class RunConfig(Frozen):
     """Everything that defines a training run; saved fully resolved as ``config.yaml``."""
 
     env: EnvConfig
-    algo: Annotated[PPOConfig | SACConfig, Field(discriminator="algo")]
+    algo: SerializeAsAny[AlgoConfig]
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch intra-op threads; None chooses per algorithm (rlcli.train.choose_threads)
@@ -160,6 +112,22 @@ class RunConfig(Frozen):
     stop_at: float | None = None  # stop once an evaluation reaches this mean return
     # "module:function" called with the TrainState after each iteration; returns True to stop
     stop_when: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _algo_by_name(cls, data: Any) -> Any:
+        """A mapping's ``algo`` validated by its registered model; runs saved before the env's keywords
+        moved out of the algorithm's section still load."""
+        if not isinstance(data, dict) or not isinstance(data.get("algo"), dict):
+            return data
+        algo = dict(data["algo"])
+        env = data.get("env")
+        if "env_kwargs" in algo and isinstance(env, dict):
+            env = {**env, "kwargs": algo.pop("env_kwargs")}
+        model = ALGO_CONFIGS.get(str(algo.get("algo")))
+        if model is None:
+            raise ValueError(f"unknown algorithm {algo.get('algo')!r}; choose one of: {', '.join(ALGO_CONFIGS)}")
+        return {**data, "env": env, "algo": model.model_validate(algo)}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -192,9 +160,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 def hyperparams_for(algo: str, env_id: str, group: str | None) -> dict[str, Any]:
     """The merged default <- group <- env entry of ``hyperparams/{algo}.yml``."""
-    if algo not in ALGOS:
-        raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(ALGOS)}")
-    table = load_yaml(hyperparams_dir() / f"{algo}.yml")
+    algo_config_model(algo)
+    table = load_yaml(HYPERPARAMS_FILES.get(algo) or hyperparams_dir() / f"{algo}.yml")
     merged: dict[str, Any] = {}
     for key in ("default", group, env_id):
         if key and key in table:
@@ -241,13 +208,23 @@ def _parse_scalar(raw: str) -> Any:
             return raw
 
 
-def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
-    """Validate merged hyperparameters into the algorithm's frozen config, with one-line errors."""
-    model = ALGOS.get(algo)
-    if model is None:
-        raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(ALGOS)}")
+def split_env_kwargs(values: dict[str, Any]) -> tuple[dict[str, Any], EnvKwargs]:
+    """Merged hyperparameters without the key ``env_kwargs``, and the env's keywords it held (validated)."""
+    values = dict(values)
+    env_kwargs = values.pop("env_kwargs", None) or {}
     try:
-        return model.model_validate({**values, "algo": algo})  # type: ignore[return-value]
+        return values, EnvConfig(id="-", kwargs=env_kwargs).kwargs
+    except ValidationError as e:
+        raise UsageError(describe_validation_error(e, EnvConfig).replace("'kwargs", "'env_kwargs")) from None
+
+
+def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
+    """Validate merged hyperparameters into the algorithm's frozen config, with one-line errors (the env's
+    keywords, which the files give beside them, are checked and left to the env's config)."""
+    model = algo_config_model(algo)
+    values, _ = split_env_kwargs(values)
+    try:
+        return model.model_validate({**values, "algo": algo})
     except ValidationError as e:
         raise UsageError(describe_validation_error(e, model)) from None
 
@@ -278,18 +255,3 @@ def _fields_at(model: type[BaseModel], path: list[str]) -> list[str]:
 def dump_config(cfg: BaseModel) -> str:
     """YAML text of a config, enums and tuples as plain values."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-
-
-def load_run_config(algo: str, env: EnvConfig, group: str, *, config_file: Path | None = None,
-                    overrides: dict[str, Any] | None = None, **run: Any) -> RunConfig:
-    """Hyperparameters for ``env`` (default <- group <- env entry <- config file <- overrides), and the
-    run-level settings in ``run`` (seed, device, eval, ...), validated into one RunConfig."""
-    values = hyperparams_for(algo, env.id, group)
-    if config_file is not None:
-        values = deep_merge(values, load_yaml(config_file))
-    values = deep_merge(values, overrides or {})
-    algo_cfg = build_algo_config(algo, values)
-    try:
-        return RunConfig(env=env, algo=algo_cfg, **run)
-    except ValidationError as e:
-        raise UsageError(describe_validation_error(e, RunConfig)) from None

@@ -7,3 +7,7 @@ class UsageError(Exception):
 
 class CheckpointError(UsageError):
     """A run directory or checkpoint file that cannot be read as an rlcli run."""
+
+
+class StorageError(Exception):
+    """A file could not be written (a full disk, a permission); the message names the file and the cause."""

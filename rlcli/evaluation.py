@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from rlcli.algos import Agent
+from rlcli.agents import agent_from_run, make_env, resolve_device
+from rlcli.algos.base import Agent
 from rlcli.envs import VecEnv
-
-if TYPE_CHECKING:
-    from rlcli.checkpoint import LoadedRun
+from rlcli.rundir import RunDir
 
 
 class EvalResult(NamedTuple):
@@ -47,9 +46,10 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
     returns: list[float] = []
     lengths: list[int] = []
     prev_done = np.zeros(n, dtype=bool)
+    policy = agent.policy(deterministic)
     obs = env.reset()
     while (done_counts < targets).any():
-        actions = agent.predict(torch.as_tensor(obs, device=agent.device), deterministic)
+        actions = policy(torch.as_tensor(obs, device=agent.device))
         result = env.step(actions.cpu().numpy())
         if on_frame is not None:
             on_frame()
@@ -82,19 +82,18 @@ def render_off_screen() -> None:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
-def record_episodes(run: LoadedRun, episodes: int, seed: int, *, deterministic: bool = True,
-                    num_envs: int = 1, render_mode: str | None = None) -> Recording:
+def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: bool = True,
+                    num_envs: int = 1, render_mode: str | None = None, best: bool = False) -> Recording:
     """Plays ``episodes`` episodes of a saved run on the CPU, over ``num_envs`` envs seeded from
     ``seed``. ``render_mode`` "rgb_array" keeps a frame per env step (``render_off_screen`` first,
-    where there is no display), "human" shows a window; either needs ``num_envs`` 1."""
-    from rlcli.train import agent_from_run, make_env, resolve_device
-
+    where there is no display), "human" shows a window; either needs ``num_envs`` 1. ``best``: the best
+    evaluated model rather than the last."""
     if render_mode is not None and num_envs != 1:
         raise ValueError(f"rendering shows one env; num_envs is {num_envs}")
     env = make_env(run.cfg, num_envs, seed, render_mode=render_mode)
     frames: list[np.ndarray] = []
     try:
-        agent = agent_from_run(run, env, resolve_device("cpu"))
+        agent = agent_from_run(run, env, resolve_device("cpu"), best)
         on_frame = (lambda: frames.append(env.render())) if render_mode == "rgb_array" else None  # type: ignore[attr-defined]
         result = evaluate(agent, env, episodes, deterministic, on_frame=on_frame)
         fps = env.render_fps if render_mode is not None else None  # type: ignore[attr-defined]
@@ -107,10 +106,11 @@ def record_episodes(run: LoadedRun, episodes: int, seed: int, *, deterministic: 
 def sample_observations(agent: Agent, env: VecEnv, steps: int, deterministic: bool = False) -> np.ndarray:
     """Raw observations met while the agent acts for ``steps`` vector steps, as the env produces
     them (no normalisation): [steps * n_envs, *obs_shape]. Export checks its files on these."""
+    policy = agent.policy(deterministic)
     obs = env.reset()
     seen = [obs.copy()]  # a backend may reuse its output buffer on the next step
     for _ in range(steps - 1):
-        actions = agent.predict(torch.as_tensor(obs, device=agent.device), deterministic)
+        actions = policy(torch.as_tensor(obs, device=agent.device))
         obs = env.step(actions.cpu().numpy()).obs
         seen.append(obs.copy())
     return np.concatenate(seen)

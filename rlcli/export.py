@@ -25,13 +25,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 import rlcli
 from rlcli import checkpoint
-from rlcli.algos import SAC, Agent
+from rlcli.agents import agent_from_run, make_env, resolve_device
+from rlcli.algos.base import Agent
 from rlcli.config import RunConfig
+from rlcli.envs import env_group
+from rlcli.envs.atari import MAX_EPISODE_STEPS
+from rlcli.envs.envpool_backend import atari_opts
 from rlcli.errors import UsageError
+from rlcli.evaluation import sample_observations
+from rlcli.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 INPUT, OUTPUT = "obs", "action"
@@ -59,61 +64,9 @@ class ExportCheckError(UsageError):
     """The exported file does not act as the PyTorch policy does."""
 
 
-class DeterministicPolicy(nn.Module):
-    """Raw observations -> env-ready deterministic actions, in one module with no Python-level
-    branching at call time (everything depends only on the agent it was built from)."""
-
-    def __init__(self, agent: Agent) -> None:
-        super().__init__()
-        norm = agent.obs_norm
-        self.normalize, self.clip = bool(norm.enabled), float(norm.clip)
-        # the statistics are kept in float64; this is the float32 arithmetic ObsNormalizer does
-        self.register_buffer("obs_mean", norm.rms.mean.float().clone())
-        self.register_buffer("obs_std", torch.sqrt(norm.rms.var + 1e-8).float())
-        self.sac = isinstance(agent, SAC)
-        self.nvec: list[int] = []
-        self.pixels = False
-        if isinstance(agent, SAC):
-            self.kind = "continuous"
-            self.trunk, self.head = _copy(agent.actor.trunk), _copy(agent.actor.mean)
-            self.register_buffer("action_scale", agent.actor.action_scale.clone())
-            self.register_buffer("action_bias", agent.actor.action_bias.clone())
-        else:
-            policy = agent.policy
-            self.kind, self.nvec, self.pixels = policy.kind, list(policy.nvec), policy.pixels
-            self.trunk, self.head = _copy(policy.actor_trunk), _copy(policy.actor_head)
-            if self.kind == "continuous":
-                self.register_buffer("action_low", policy.action_low.clone())
-                self.register_buffer("action_high", policy.action_high.clone())
-        self.eval()
-
-    def head_output(self, obs: torch.Tensor) -> torch.Tensor:
-        """Logits (discrete) or pre-squash / pre-clip means (continuous) for raw observations."""
-        x = obs.float()
-        if self.normalize:
-            x = ((x - self.obs_mean) / self.obs_std).clamp(-self.clip, self.clip)
-        x = x / 255.0 if self.pixels else x.flatten(1)
-        return self.head(self.trunk(x))
-
-    def log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
-        """Per discrete dimension, [batch, n] log-probabilities (what the argmax is taken over)."""
-        logits = self.head_output(obs)
-        parts = logits.split(self.nvec, dim=-1) if len(self.nvec) > 1 else (logits,)
-        return [F.log_softmax(part, dim=-1) for part in parts]
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.kind == "discrete":
-            return self.log_probs(obs)[0].argmax(-1)
-        if self.kind == "multidiscrete":
-            return torch.stack([logp.argmax(-1) for logp in self.log_probs(obs)], -1)
-        mean = self.head_output(obs)
-        if self.sac:
-            return torch.tanh(mean) * self.action_scale + self.action_bias
-        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
-
-
-def _copy(module: nn.Module) -> nn.Module:
-    return copy.deepcopy(module).requires_grad_(False)
+def policy_module(agent: Agent) -> nn.Module:
+    """A copy of the agent's deterministic ``policy()``, detached from training: what the file holds."""
+    return copy.deepcopy(agent.policy(deterministic=True)).requires_grad_(False).eval()
 
 
 def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, best: bool = False,
@@ -128,9 +81,6 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     ``TOLERANCE`` of each other (a tie at float precision). Raises ``ExportCheckError`` otherwise and
     ``UsageError`` for a bad run directory or format; returns an ``ExportReport``.
     """
-    from rlcli.evaluation import sample_observations
-    from rlcli.train import agent_from_run, make_env, resolve_device
-
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
     if check_batch < 1:
@@ -141,7 +91,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     if fmt == "onnx":
         require_onnx()
 
-    loaded = checkpoint.load(run_dir, best=best)
+    loaded = RunDir.open(run_dir)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -150,7 +100,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         raise UsageError(f"cannot write in {out.parent}; choose another place with --out")
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
-        agent = agent_from_run(loaded, env, resolve_device("cpu")).eval()
+        agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
         obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
@@ -161,13 +111,13 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     rows = np.random.default_rng(CHECK_SEED).choice(len(pool), size=min(check_batch, len(pool)), replace=False)
     obs = pool[np.sort(rows)]
 
-    module = DeterministicPolicy(agent)
+    module = policy_module(agent)
     staging = out.with_name(f".{out.name}.partial")
     try:
         example = torch.as_tensor(pool[:2])  # two rows: a batch of one could be specialised
         run_file = _export_onnx(module, example, staging) if fmt == "onnx" else _export_torchscript(
             module, example, staging)
-        max_diff, near_ties = compare(agent, module, run_file, obs)
+        max_diff, near_ties = compare(module, run_file, obs)
         if not max_diff <= TOLERANCE:
             raise ExportCheckError(
                 f"the exported {fmt} policy does not match the PyTorch policy: max |Δaction| = {max_diff:.3g} "
@@ -186,8 +136,6 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
 def default_out(run_dir: Path, fmt: str) -> Path:
     """``RUN/export/policy.onnx`` (or ``.pt``); ``./export/NAME/policy.onnx`` for a run that does not
     take output (a Hub cache snapshot, NAME ``USER__NAME``; a folder this user cannot write)."""
-    from rlcli.hub import cached_repo_id, run_takes_output, safe_repo_name
-
     name = f"policy{FORMATS[fmt]}"
     if run_takes_output(run_dir):
         return run_dir / "export" / name
@@ -199,26 +147,27 @@ RunFile = Callable[[np.ndarray], np.ndarray]
 
 
 @torch.no_grad()
-def compare(agent: Agent, module: DeterministicPolicy, run_file: RunFile, obs: np.ndarray) -> tuple[float, int]:
-    """(max difference, near ties) between ``run_file``'s actions and ``agent.predict``'s on ``obs``.
+def compare(module: nn.Module, run_file: RunFile, obs: np.ndarray) -> tuple[float, int]:
+    """(max difference, near ties) between ``run_file``'s actions and those of the policy ``module`` it
+    was exported from, on ``obs``.
 
     The file is run on the first row alone, then on the rest, which also proves its batch axis is
     dynamic. Continuous: the largest absolute difference. Discrete: 0 when every choice agrees;
     otherwise the largest gap, in the agent's log-probabilities, between its choice and the file's
     (within tolerance: a near tie, counted), or infinity for an action that is not valid at all."""
-    expected = agent.predict(torch.as_tensor(obs), deterministic=True).cpu().numpy()
+    expected = module(torch.as_tensor(obs)).cpu().numpy()
     parts = [run_file(obs[:1])] + ([run_file(obs[1:])] if len(obs) > 1 else [])
     got = np.concatenate(parts)
     if got.shape != expected.shape:
         raise ExportCheckError(f"the exported policy returned actions of shape {got.shape}; "
                                f"the PyTorch policy's are {expected.shape}")
-    if module.kind == "continuous":
+    if np.issubdtype(expected.dtype, np.floating):  # continuous
         return float(np.abs(got.astype(np.float64) - expected).max(initial=0.0)), 0
     got, expected = got.reshape(len(obs), -1), expected.reshape(len(obs), -1)
     mismatch = got != expected
     if not mismatch.any():
         return 0.0, 0
-    log_probs = module.log_probs(torch.as_tensor(obs))
+    log_probs = module.action_log_probs(torch.as_tensor(obs))
     gaps = []
     for row, dim in zip(*np.nonzero(mismatch), strict=True):
         logp = log_probs[dim][row]
@@ -256,7 +205,7 @@ def _quiet_exporters() -> Iterator[None]:
         onnx_log.setLevel(level)
 
 
-def _export_onnx(module: DeterministicPolicy, example: torch.Tensor, path: Path) -> RunFile:
+def _export_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
     """torch.export-based ONNX export (the TorchScript-based one is deprecated); returns a function
     that runs the written file in ONNX Runtime."""
     import onnxruntime
@@ -275,8 +224,8 @@ def _export_onnx(module: DeterministicPolicy, example: torch.Tensor, path: Path)
     return lambda obs: session.run([OUTPUT], {INPUT: obs})[0]
 
 
-def _export_torchscript(module: DeterministicPolicy, example: torch.Tensor, path: Path) -> RunFile:
-    """A traced module: every branch of ``DeterministicPolicy.forward`` is fixed at construction, so
+def _export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
+    """A traced module: every branch of the policy's ``forward`` is fixed at construction, so
     tracing captures it whole. Returns a function that runs the file loaded back from disk."""
     with _quiet_exporters():
         traced = torch.jit.trace(module, (example,))
@@ -290,16 +239,18 @@ def _export_torchscript(module: DeterministicPolicy, example: torch.Tensor, path
     return run
 
 
-def _spec(loaded: checkpoint.LoadedRun, fmt: str, out: Path, module: DeterministicPolicy,
-          obs_space: gym.Space, action_space: gym.Space, max_diff: float, near_ties: int,
-          n_checked: int, best: bool) -> dict[str, Any]:
+def _spec(loaded: RunDir, fmt: str, out: Path, module: nn.Module, obs_space: gym.Space, action_space: gym.Space,
+          max_diff: float, near_ties: int, n_checked: int, best: bool) -> dict[str, Any]:
     obs_dtype = str(np.dtype(obs_space.dtype))
-    action_shape: list[Any] = [BATCH] if module.kind == "discrete" else [BATCH, *map(int, _action_dims(action_space))]
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    continuous = isinstance(action_space, gym.spaces.Box)
+    norm = module.obs_norm
+    action_shape: list[Any] = [BATCH] if discrete else [BATCH, *map(int, _action_dims(action_space))]
     return {
         "format": fmt,
         "file": out.name,
         "inputs": [{"name": INPUT, "dtype": obs_dtype, "shape": [BATCH, *map(int, obs_space.shape)]}],
-        "outputs": [{"name": OUTPUT, "dtype": "float32" if module.kind == "continuous" else "int64",
+        "outputs": [{"name": OUTPUT, "dtype": "float32" if continuous else "int64",
                      "shape": action_shape}],
         "action_space": _describe_action_space(action_space, module),
         "env_id": loaded.cfg.env.id,
@@ -307,8 +258,7 @@ def _spec(loaded: checkpoint.LoadedRun, fmt: str, out: Path, module: Determinist
         "steps_trained": loaded.meta.get("steps"),
         "model": "best evaluated" if best else "last saved",
         "deterministic": True,
-        "obs_normalization": {"included": module.normalize,
-                              **({"clip": module.clip} if module.normalize else {})},
+        "obs_normalization": {"included": bool(norm.enabled), **({"clip": float(norm.clip)} if norm.enabled else {})},
         "pixel_scaling": "uint8 frames divided by 255 inside" if module.pixels else None,
         "check": {"observations": n_checked, "max_abs_diff": max_diff, "tolerance": TOLERANCE,
                   "near_ties": near_ties,
@@ -322,12 +272,8 @@ def preprocessing(cfg: RunConfig, backend: str) -> dict[str, Any]:
     """How rlcli turns what the game or simulator produces into the policy's input, for someone who
     feeds the exported file from their own environment: the env group, the backend, and for Atari the
     resolved wrapper settings (the run's ``env_kwargs`` over the defaults) with the steps they imply."""
-    from rlcli.envs import env_group
-    from rlcli.envs.atari import MAX_EPISODE_STEPS
-    from rlcli.envs.envpool_backend import atari_opts
-
     group = env_group(cfg.env.id)
-    env_kwargs = dict(cfg.algo.env_kwargs)
+    env_kwargs = dict(cfg.env.kwargs)
     if group != "atari":
         return {"group": group, "backend": backend, "env_kwargs": env_kwargs,
                 "observation": "the environment's own observation (float64 cast to float32), no wrappers; "
@@ -350,7 +296,7 @@ def _action_dims(action_space: gym.Space) -> tuple[int, ...]:
     return tuple(action_space.shape or ())
 
 
-def _describe_action_space(space: gym.Space, module: DeterministicPolicy) -> dict[str, Any]:
+def _describe_action_space(space: gym.Space, module: nn.Module) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "discrete", "n": int(space.n), "output": "argmax of the policy's logits"}
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -359,9 +305,7 @@ def _describe_action_space(space: gym.Space, module: DeterministicPolicy) -> dic
     # unbounded dimensions are null: JSON has no infinity
     bounds = {name: [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).ravel()]
               for name, values in (("low", space.low), ("high", space.high))}  # type: ignore[attr-defined]
-    output = ("tanh of the mean, scaled to [low, high]" if module.sac
-              else "mean, clipped to [low, high]")
-    return {"type": "box", "shape": [int(d) for d in space.shape], **bounds, "output": output}
+    return {"type": "box", "shape": [int(d) for d in space.shape], **bounds, "output": module.continuous_output}
 
 
 def _onnx_versions() -> dict[str, str]:

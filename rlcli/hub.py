@@ -3,7 +3,7 @@
 A published repo is a run directory plus what a reader of the Hub needs: ``results.json`` (the evaluation
 behind the card's score), ``replay.mp4``, the ONNX policy, the learning curve and ``README.md``, whose YAML
 metadata follows the Hub's reinforcement-learning convention (``model-index`` with ``mean_reward`` as
-"mean +/- std" on the env id). Pulling it back gives a directory that ``checkpoint.load`` reads as any run.
+"mean +/- std" on the env id). Pulling it back gives a directory that ``RunDir.open`` reads as any run.
 
 The endpoint is huggingface_hub's own setting, ``HF_ENDPOINT``, read when a call is made (the library reads
 it once, at import); the token is the usual one (``hf auth login`` or ``HF_TOKEN``). Every failure of the
@@ -28,15 +28,18 @@ from typing import Any, NamedTuple
 import yaml
 
 import rlcli
-from rlcli import checkpoint
+from rlcli import checkpoint, export
+from rlcli.agents import EVAL_ENVS
 from rlcli.errors import UsageError
-from rlcli.runs import HF_PREFIX
+from rlcli.evaluation import record_episodes, render_off_screen
+from rlcli.rundir import HF_PREFIX, RunDir, eval_history, load_config, run_takes_output, safe_repo_name
+from rlcli.video import write_mp4
 
 LIBRARY_NAME = "rlcli"
 RESULTS, README, REPLAY, CURVE, HYPERPARAMS = (
     "results.json", "README.md", "replay.mp4", "learning_curve.png", "hyperparams.yml")
 ONNX = "policy.onnx"
-# copied as they are: enough for `checkpoint.load`, and the training history behind the learning curve
+# copied as they are: enough for `RunDir.open`, and the training history behind the learning curve
 RUN_FILES = (checkpoint.CONFIG, checkpoint.MODEL, checkpoint.META, checkpoint.EVAL, "metrics.csv")
 RUN_DIRS = ("tb",)
 # what `hf://` needs to act; `rlcli pull` takes the whole repo
@@ -88,28 +91,6 @@ def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
-def safe_repo_name(repo_id: str) -> str:
-    """``user/name`` -> ``user__name``, for directory names."""
-    return repo_id.replace("/", "__")
-
-
-def cached_repo_id(path: Path) -> str | None:
-    """``user/name`` when ``path`` is a snapshot in huggingface_hub's cache (``models--user--name/
-    snapshots/REVISION``), which must stay as downloaded; else None."""
-    path = Path(os.path.abspath(path))
-    repo = path.parent.parent.name
-    if path.parent.name != "snapshots" or not repo.startswith("models--"):
-        return None
-    user, _, name = repo.removeprefix("models--").partition("--")  # repo ids cannot hold "--"
-    return f"{user}/{name}" if user and name else None
-
-
-def run_takes_output(run_dir: Path) -> bool:
-    """False for a run whose directory should not be written into: a Hub cache snapshot, or a
-    folder this user cannot write (an agent installed with the package)."""
-    return cached_repo_id(run_dir) is None and os.access(run_dir, os.W_OK)
-
-
 def default_folder(run_dir: Path, repo_id: str) -> Path:
     """Where ``rlcli publish`` builds the repo without ``--out``: ``RUN/hub``, or ``./hub/USER__NAME``
     for a run that does not take output (``run_takes_output``)."""
@@ -123,10 +104,8 @@ def default_folder(run_dir: Path, repo_id: str) -> Path:
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """``episodes`` deterministic episodes of the run's last model: the record ``results.json`` keeps
     (mean and std of the returns, each return and length in env steps)."""
-    from rlcli.evaluation import record_episodes
-    from rlcli.train import EVAL_ENVS
 
-    loaded = checkpoint.load(run_dir)
+    loaded = RunDir.open(run_dir)
     result = record_episodes(loaded, episodes, seed, num_envs=min(EVAL_ENVS, episodes)).result
     return {"env_id": loaded.cfg.env.id, "algo": loaded.cfg.algo.algo, "deterministic": True, "seed": seed,
             "steps_trained": loaded.meta.get("steps"), **result.as_dict(),
@@ -136,11 +115,9 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
 
 def record_replay(run_dir: Path, path: Path, seed: int) -> int:
     """One deterministic episode rendered off-screen to an mp4; returns the number of frames."""
-    from rlcli.evaluation import record_episodes, render_off_screen
-    from rlcli.video import write_mp4
 
     render_off_screen()
-    played = record_episodes(checkpoint.load(run_dir), 1, seed, render_mode="rgb_array")
+    played = record_episodes(RunDir.open(run_dir), 1, seed, render_mode="rgb_array")
     write_mp4(path, played.frames, played.fps)  # type: ignore[arg-type]  (rendered: it has a rate)
     return len(played.frames)
 
@@ -148,7 +125,7 @@ def record_replay(run_dir: Path, path: Path, seed: int) -> int:
 def plot_learning_curve(run_dir: Path, path: Path) -> bool:
     """Evaluation return (mean ± std band) and recent training return against env steps, as a PNG;
     False when the run has neither."""
-    evals = checkpoint.eval_history(run_dir)
+    evals = eval_history(run_dir)
     training = _training_returns(run_dir)
     if not evals and not training:
         return False
@@ -169,7 +146,7 @@ def plot_learning_curve(run_dir: Path, path: Path) -> bool:
         ax.fill_between(steps, [m - s for m, s in zip(mean, std, strict=True)],
                         [m + s for m, s in zip(mean, std, strict=True)],
                         color=line.get_color(), alpha=0.25, linewidth=0)
-    cfg = checkpoint.load_config(run_dir)
+    cfg = load_config(run_dir)
     ax.set_title(f"{cfg.algo.algo} on {cfg.env.id}")
     ax.set_xlabel("env steps")
     ax.set_ylabel("return")
@@ -197,7 +174,7 @@ def _training_returns(run_dir: Path) -> list[tuple[int, float]]:
 
 def hyperparameters(run_dir: Path) -> dict[str, Any]:
     """The algorithm's resolved hyperparameters, as ``rlcli train --config`` takes them."""
-    cfg = checkpoint.load_config(run_dir)
+    cfg = load_config(run_dir)
     values = cfg.algo.model_dump(mode="json")
     values.pop("algo")
     return values
@@ -205,7 +182,7 @@ def hyperparameters(run_dir: Path) -> dict[str, Any]:
 
 def retrain_command(run_dir: Path, hyperparams_path: str) -> str:
     """An ``rlcli train`` command line that trains the same configuration again from scratch."""
-    cfg = checkpoint.load_config(run_dir)
+    cfg = load_config(run_dir)
     parts = ["rlcli train", cfg.env.id, "--algo", cfg.algo.algo, "--config", hyperparams_path,
              "--seed", str(cfg.seed)]
     if cfg.env.backend != "auto":
@@ -223,8 +200,6 @@ def build_folder(run_dir: Path, repo_id: str, out: Path, *, episodes: int = 10, 
 
     The folder is built beside ``out`` and renamed into place once complete, so a build that fails
     or is interrupted leaves ``out`` as it was; ``out`` that cannot be created is a UsageError."""
-    from rlcli.evaluation import render_off_screen
-    from rlcli.export import export_policy
 
     if out.resolve() in (run_dir.resolve(), *run_dir.resolve().parents):  # a pulled run has a results.json too
         raise UsageError(f"--out {out} is the run directory or holds it, and would be replaced; choose another")
@@ -246,7 +221,7 @@ def build_folder(run_dir: Path, repo_id: str, out: Path, *, episodes: int = 10, 
         checkpoint.write_json(staging / RESULTS, results)
         if video:
             record_replay(run_dir, staging / REPLAY, seed)
-        exported = export_policy(run_dir, "onnx", staging / ONNX)
+        exported = export.export_policy(run_dir, "onnx", staging / ONNX)
         plot_learning_curve(run_dir, staging / CURVE)
         card = model_card(run_dir, repo_id, results, has_video=video, has_curve=(staging / CURVE).is_file(),
                           onnx_spec=exported.spec_path.name)
@@ -316,7 +291,7 @@ def model_card(run_dir: Path, repo_id: str, results: dict[str, Any], *, has_vide
     """``README.md``: YAML metadata, then the result, how to pull, play and retrain the agent with
     rlcli, its hyperparameters, the learning curve and the versions it was trained with. ``onnx_spec``
     names the exported policy's spec file, when there is one."""
-    loaded_cfg = checkpoint.load_config(run_dir)
+    loaded_cfg = load_config(run_dir)
     meta = json.loads((run_dir / checkpoint.META).read_text()) if (run_dir / checkpoint.META).is_file() else {}
     env_id, algo = loaded_cfg.env.id, loaded_cfg.algo.algo
     mean, std, n = results["mean_return"], results["std_return"], results["episodes"]

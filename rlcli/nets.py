@@ -208,6 +208,8 @@ class ActorCritic(nn.Module):
 
     def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
         if self.pixels:
+            if _capturing_graph():  # the same values, in the plainest ops an exported file can hold
+                return obs.float() / 255.0
             # channels-last frames: oneDNN's convolutions run about 1.5x faster on them on a CPU
             # (Nature CNN forward + backward, 256 frames), to the same values
             # copy=True: the scaling below is in place, and must never reach the caller's tensor
@@ -248,12 +250,16 @@ class ActorCritic(nn.Module):
         critic = sample.critic_input if self.critic_trunk is None else self.critic_trunk(sample.critic_input)
         return full_precision(self.critic_head, critic).squeeze(-1)
 
+    def actor_output(self, obs: torch.Tensor) -> torch.Tensor:
+        """Logits (discrete) or means (continuous) for observations as the agent stores them."""
+        return full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
+
     def policy_actions(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Actions alone, drawn as ``act`` draws them (the same random numbers), without the critic or
         log-probabilities: the inference path of evaluation, play and export. The deterministic choice
         is the argmax of the logits, which can differ from that of the log-probabilities only where two
         logits tie to float precision."""
-        out = full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
+        out = self.actor_output(obs)
         if self.kind == "continuous":
             return out if deterministic else out + self.log_std.exp() * torch.randn_like(out)
         if deterministic:
@@ -304,6 +310,29 @@ class ActorCritic(nn.Module):
             log_probs = log_probs + logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1)
             entropy = entropy - (logp.exp() * logp).sum(-1)
         return log_probs, entropy  # type: ignore[return-value]
+
+
+class ActorCriticPolicy(nn.Module):
+    """Raw observations -> env actions through an actor-critic's actor: normalisation (frozen), the
+    actor, the action's choice (the mode, or a draw) and its bounds. Evaluation, play and export run
+    this one module; it holds the agent's own normaliser and network, not copies."""
+
+    continuous_output = "mean, clipped to [low, high]"
+
+    def __init__(self, obs_norm: nn.Module, net: ActorCritic, deterministic: bool) -> None:
+        super().__init__()
+        self.obs_norm, self.net, self.deterministic = obs_norm, net, deterministic
+        self.pixels = net.pixels
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net.env_actions(self.net.policy_actions(self.obs_norm(obs), self.deterministic))
+
+    def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        """Per discrete action dimension, [batch, n] log-probabilities; empty for continuous actions."""
+        if self.net.kind == "continuous":
+            return []
+        logits = self.net.actor_output(self.obs_norm(obs))
+        return [F.log_softmax(part, dim=-1) for part in logits.split(self.net.nvec, dim=-1)]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -363,6 +392,24 @@ class SquashedGaussianActor(nn.Module):
 
     def _squash(self, pre_tanh: torch.Tensor) -> torch.Tensor:
         return torch.tanh(pre_tanh) * self.action_scale + self.action_bias
+
+
+class SquashedGaussianPolicy(nn.Module):
+    """Raw observations -> env actions through a squashed-Gaussian actor: normalisation (frozen), then
+    tanh of the mean (or of a draw) scaled to the bounds; the agent's own modules, not copies."""
+
+    continuous_output = "tanh of the mean, scaled to [low, high]"
+    pixels = False
+
+    def __init__(self, obs_norm: nn.Module, actor: SquashedGaussianActor, deterministic: bool) -> None:
+        super().__init__()
+        self.obs_norm, self.actor, self.deterministic = obs_norm, actor, deterministic
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor.act(self.obs_norm(obs.float()), self.deterministic)
+
+    def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        return []  # continuous
 
 
 class EnsembleLinear(nn.Module):

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rlcli.errors import UsageError
+from rlcli.hub import download
+from rlcli.rundir import HF_PREFIX
 
 ZOO_PREFIX = "zoo:"
-HF_PREFIX = "hf://"
 
 
 def zoo_dir() -> Path:
@@ -27,8 +28,6 @@ def resolve_run(name: str) -> Path:
     """A run directory for ``name``: a path, ``zoo:ENV``, a bare zoo agent name, or
     ``hf://user/name[@revision]`` (downloaded into huggingface_hub's cache, which also serves it offline)."""
     if name.startswith(HF_PREFIX):
-        from rlcli.hub import download
-
         return download(name, acting_only=True)
     path = Path(name)
     if path.is_dir():

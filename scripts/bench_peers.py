@@ -192,22 +192,20 @@ class RlcliClock:
 def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
     """The RunConfig that ``rlcli train`` builds for these options (tuned hyperparameters <- overrides),
     without evaluations during training. torch_threads is left unset so rlcli picks its own."""
-    from rlcli.config import EnvConfig, EvalConfig, load_run_config
-    from rlcli.envs import env_group
+    from rlcli.algos import resolve
 
     if args.precision != "fp32":
         overrides = {**overrides, "precision": args.precision}
-    return load_run_config(algo, EnvConfig(id=args.env, backend=args.backend), env_group(args.env),
-                           overrides=overrides, seed=args.seed, device="auto", eval=EvalConfig(every=0))
+    return resolve(algo, args.env, backend=args.backend, overrides=overrides, seed=args.seed, device="auto",
+                   eval_every=0)
 
 
 def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
     """Torch threads: the configured value (None = rlcli chooses), the count seen in a callback (acting),
     and the update's count where this rlcli resolves acting and updating threads separately."""
-    import rlcli.train
+    from rlcli.agents import thread_plan
 
-    choose = getattr(rlcli.train, "choose_threads", None)  # absent in rlcli versions with one fixed count
-    update = choose(cfg)[1] if choose is not None else observed
+    update = thread_plan(cfg).updating
     return {"torch_threads_config": cfg.torch_threads, "torch_threads": observed, "torch_threads_update": update}
 
 

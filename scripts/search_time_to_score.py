@@ -57,13 +57,11 @@ def time_to_score(env_id: str, overrides: dict[str, Any], seed: int, score: floa
                   budget: int, cap: int) -> tuple[float, int, bool]:
     """(seconds from the call to train() to the evaluation that reached ``score``, env steps, reached).
     The schedules run over ``budget`` steps, as in the benchmark; training stops at ``cap`` steps."""
-    from rlcli.config import EnvConfig, EvalConfig, load_run_config
-    from rlcli.envs import env_group
+    from rlcli.algos import resolve
     from rlcli.train import train
 
-    cfg = load_run_config("ppo", EnvConfig(id=env_id), env_group(env_id),
-                          overrides={**overrides, "steps": budget}, seed=seed, torch_threads=1,
-                          eval=EvalConfig(every=every), stop_at=score)
+    cfg = resolve("ppo", env_id, overrides={**overrides, "steps": budget}, seed=seed, torch_threads=1,
+                  eval_every=every, stop_at=score)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         state = train(cfg, Path(tmp) / "run", callbacks=[lambda s: s.step >= cap])

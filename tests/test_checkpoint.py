@@ -1,15 +1,19 @@
 """Save/load round trips, atomic writes, and clear errors for corrupt or foreign files."""
 
+import errno
 import json
+import os
 
 import pytest
 import safetensors.torch
 import torch
 
 from rlcli import checkpoint
-from rlcli.config import EnvConfig, PPOConfig, RunConfig
-from rlcli.errors import CheckpointError
-from rlcli.train import agent_from_run, build_agent, make_env
+from rlcli.agents import agent_from_run, build_agent, make_env
+from rlcli.algos.ppo import PPOConfig
+from rlcli.config import EnvConfig, RunConfig
+from rlcli.errors import CheckpointError, StorageError
+from rlcli.rundir import RunDir
 
 CFG = RunConfig(env=EnvConfig(id="Pendulum-v1", backend="gymnasium"),
                 algo=PPOConfig(n_envs=2, n_steps=16, minibatch_size=16, normalize_obs=True))
@@ -20,9 +24,8 @@ def test_round_trip_gives_the_same_actions(tmp_path):
     agent = build_agent(CFG, env, torch.device("cpu"))
     obs = torch.randn(32, 3)
     agent.obs_norm(obs * 3 + 1, update=True)  # non-trivial statistics must travel with the weights
-    checkpoint.save(tmp_path, CFG, agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizers()),
-                    {"steps": 123})
-    loaded = checkpoint.load(tmp_path)
+    RunDir(tmp_path, CFG).save(agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizers()), {"steps": 123})
+    loaded = RunDir.open(tmp_path)
     assert loaded.cfg == CFG and loaded.meta["steps"] == 123
     assert loaded.meta["versions"]["torch"] == torch.__version__
     clone = agent_from_run(loaded, env, torch.device("cpu"))
@@ -34,7 +37,7 @@ def test_round_trip_gives_the_same_actions(tmp_path):
 def test_optimizer_state_round_trip(tmp_path):
     env = make_env(CFG, 2, 0)
     agent = build_agent(CFG, env, torch.device("cpu"))
-    loss = agent.policy.value(torch.randn(4, 3)).sum()
+    loss = agent.net.value(torch.randn(4, 3)).sum()
     loss.backward()
     agent.optimizer.step()
     checkpoint.save_tensors(tmp_path / "opt.safetensors", checkpoint.optimizer_tensors(agent.optimizers()))
@@ -54,10 +57,44 @@ def test_corrupt_and_foreign_files_are_named(tmp_path):
     with pytest.raises(CheckpointError, match="not an rlcli model"):
         checkpoint.load_tensors(tmp_path / "foreign.safetensors")
     with pytest.raises(CheckpointError, match="not an rlcli run directory"):
-        checkpoint.load(tmp_path)
+        RunDir.open(tmp_path)
     (tmp_path / "config.yaml").write_text("env: {id: X}\nalgo: {gama: 1}\n")
     with pytest.raises(CheckpointError, match="gama"):
-        checkpoint.load(tmp_path)
+        RunDir.open(tmp_path)
+    with pytest.raises(CheckpointError, match="there is no run directory at"):
+        RunDir.open(tmp_path / "nosuchdir")
+
+
+def test_a_failed_write_keeps_the_previous_checkpoint_whole(tmp_path, monkeypatch):
+    env = make_env(CFG, 2, 0)
+    agent = build_agent(CFG, env, torch.device("cpu"))
+    run = RunDir(tmp_path, CFG)
+    run.save(agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizers()), {"steps": 100})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_fsync, calls = os.fsync, []
+
+    def full_disk(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 3:  # model and optimizer staged, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with torch.no_grad():
+        next(agent.parameters()).add_(1.0)
+    with pytest.raises(StorageError, match=r"cannot write .*config.yaml: No space left on device"):
+        run.save(agent.state_dict(), checkpoint.optimizer_tensors(agent.optimizers()), {"steps": 200})
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, "no file replaced, none left over"
+    again = RunDir.open(tmp_path)
+    assert again.steps == 100 and again.model(resuming=True).keys() == agent.state_dict().keys()
+
+
+def test_runs_saved_with_env_kwargs_in_the_algorithm_section_still_load(tmp_path):
+    (tmp_path / "config.yaml").write_text(
+        "env: {id: Pong-v5}\nalgo: {algo: ppo, n_envs: 4, env_kwargs: {max_episode_steps: 100}}\n")
+    cfg = RunDir.open(tmp_path).cfg
+    assert cfg.env.kwargs == {"max_episode_steps": 100} and cfg.algo.n_envs == 4
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
@@ -77,13 +114,12 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
 def test_optimizer_state_that_does_not_fit_is_a_checkpoint_error():
     import gymnasium as gym
 
-    from rlcli.algos.ppo import PPO
+    from rlcli.algos.ppo import PPO, PPOConfig
     from rlcli.checkpoint import CheckpointError, load_optimizer_tensors, optimizer_tensors
-    from rlcli.config import PPOConfig
 
     small = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
     wide = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
-    wide.policy.evaluate(torch.zeros(2, 5), torch.zeros(2, 1))[0].sum().backward()
+    wide.net.evaluate(torch.zeros(2, 5), torch.zeros(2, 1))[0].sum().backward()
     wide.optimizer.step()
     with pytest.raises(CheckpointError, match="does not fit"):
         load_optimizer_tensors(small.optimizers(), optimizer_tensors(wide.optimizers()))

@@ -4,14 +4,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from rlcli.algos import resolve
+from rlcli.algos.ppo import PPOConfig
 from rlcli.config import (
-    EnvConfig,
-    PPOConfig,
     Schedule,
     build_algo_config,
     hyperparams_dir,
     hyperparams_for,
-    load_run_config,
     parse_overrides,
 )
 from rlcli.envs import env_group
@@ -43,7 +42,7 @@ def test_atari_group_uses_the_nature_cnn():
 def test_merge_order_default_group_entry_file_overrides(tmp_path):
     extra = tmp_path / "mine.yml"
     extra.write_text("n_epochs: 3\nnetwork:\n  hidden: [32]\n")
-    cfg = load_run_config("ppo", EnvConfig(id="Hopper-v5"), "mujoco", config_file=extra,
+    cfg = resolve("ppo", "Hopper-v5", config_file=extra,
                           overrides=parse_overrides(["n_epochs=7", "gamma=0.97"]))
     assert cfg.algo.n_epochs == 7 and cfg.algo.gamma == 0.97
     assert cfg.algo.network.hidden == (32,)
@@ -98,5 +97,5 @@ def test_run_config_round_trips_either_algorithm_through_yaml():
     from rlcli.config import RunConfig, dump_config
 
     for algo in ("ppo", "sac"):
-        cfg = load_run_config(algo, EnvConfig(id="Pendulum-v1"), "classic")
+        cfg = resolve(algo, "Pendulum-v1")
         assert RunConfig.model_validate(yaml.safe_load(dump_config(cfg))) == cfg

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.config import PPOConfig
+from rlcli.algos.ppo import PPOConfig
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 
@@ -50,12 +50,12 @@ def test_time_limit_is_a_truncation_with_the_real_final_observation(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
     from rlcli.algos.ppo import PPO
-    from rlcli.loops import RolloutCollector
+    from rlcli.learners import RolloutCollector
 
     env = make_vec_env("CartPole-v1", 4, 0, backend)
     cfg = PPOConfig(n_envs=4, n_steps=64, minibatch_size=64)
     agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
-    buf = RolloutCollector(env, agent).collect()
+    buf = RolloutCollector(env, agent, cfg.n_steps, overlap=False).collect()
     dones = buf.dones
     assert dones.any(), "64 random-policy CartPole steps end some episodes"
     # every row right after a done is a reset row, and only those
@@ -65,7 +65,7 @@ def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
     # the value in row t+1 is the critic's value of the observation returned at step t
     t, i = (dones[:-1]).nonzero()[0].tolist()
     with torch.no_grad():
-        assert torch.allclose(buf.values[t + 1, i], agent.policy.value(buf.obs[t + 1, i][None])[0])
+        assert torch.allclose(buf.values[t + 1, i], agent.net.value(buf.obs[t + 1, i][None])[0])
     env.close()
 
 
@@ -88,21 +88,20 @@ def test_step_async_then_wait_is_step(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rollouts_are_the_same_whether_the_critic_overlaps_the_env_or_not(backend, monkeypatch):
-    """The collector evaluates the critic while the env steps only when acting on one thread."""
+    """The collector evaluates the critic while the env steps only when told to (acting on one thread)."""
     from rlcli.algos.ppo import PPO
-    from rlcli.loops import RolloutCollector
+    from rlcli.learners import RolloutCollector
 
     buffers, orders = [], []
-    for threads in (1, 2):
-        monkeypatch.setattr(torch, "get_num_threads", lambda n=threads: n)
+    for overlap in (True, False):
         torch.manual_seed(0)
         env = make_vec_env("CartPole-v1", 4, 0, backend)
         cfg = PPOConfig(n_envs=4, n_steps=48, minibatch_size=64)
         agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
         calls: list[str] = []
-        for obj, name in ((env, "step_wait"), (agent.policy, "value_of")):
+        for obj, name in ((env, "step_wait"), (agent, "value_of")):
             monkeypatch.setattr(obj, name, lambda *a, f=getattr(obj, name), n=name, c=calls: c.append(n) or f(*a))
-        buf = RolloutCollector(env, agent).collect()
+        buf = RolloutCollector(env, agent, cfg.n_steps, overlap).collect()
         orders.append(calls[:2])
         buffers.append({name: value.clone() for name, value in vars(buf).items() if torch.is_tensor(value)})
         env.close()

@@ -13,13 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli import checkpoint
-from rlcli.algos.ppo import PPO
+from rlcli.agents import agent_from_run, make_env
+from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
-from rlcli.config import NetworkConfig, PPOConfig
-from rlcli.export import TOLERANCE, DeterministicPolicy, _export_onnx, _export_torchscript, compare, export_policy
+from rlcli.config import NetworkConfig
+from rlcli.export import TOLERANCE, _export_onnx, _export_torchscript, compare, export_policy, policy_module
+from rlcli.rundir import RunDir
 from rlcli.runs import resolve_run, zoo_agents
-from rlcli.train import agent_from_run, make_env
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -100,7 +100,7 @@ def test_exported_policy_acts_as_the_pytorch_policy(runs, tmp_path, name, fmt):
     assert report.n_checked == 32 and report.tolerance == TOLERANCE and report.max_abs_diff <= TOLERANCE
     assert not list(tmp_path.glob(".*partial"))
 
-    loaded = checkpoint.load(run)
+    loaded = RunDir.open(run)
     spec = json.loads(report.spec_path.read_text())
     assert spec["format"] == fmt and spec["env_id"] == loaded.cfg.env.id and spec["algo"] == name[:3]
     assert spec["check"]["max_abs_diff"] == report.max_abs_diff and spec["check"]["observations"] == 32
@@ -133,8 +133,8 @@ def test_exported_policy_acts_as_the_pytorch_policy(runs, tmp_path, name, fmt):
         # where the choices differ, the two actions must be equally likely at float precision
         with torch.no_grad():
             norm = agent.obs_norm(torch.as_tensor(obs))
-            gap = agent.policy.evaluate(norm, torch.as_tensor(expected)[:, None])[0] - \
-                agent.policy.evaluate(norm, torch.as_tensor(got)[:, None])[0]
+            gap = agent.net.evaluate(norm, torch.as_tensor(expected)[:, None])[0] - \
+                agent.net.evaluate(norm, torch.as_tensor(got)[:, None])[0]
         assert (got == expected).mean() > 0.9 and float(gap.abs().max()) <= TOLERANCE
     else:
         low, high = (np.array(spec["action_space"][k], dtype=np.float32) for k in ("low", "high"))
@@ -193,7 +193,7 @@ def _multidiscrete_agent(head_scale: float) -> PPO:
                 gym.spaces.Box(-5, 5, (3,)), gym.spaces.MultiDiscrete([3, 4]), 1, torch.device("cpu"))
     agent.obs_norm.rms.update(torch.randn(100, 3) * 3 + 1)
     with torch.no_grad():
-        agent.policy.actor_head.weight.mul_(head_scale)
+        agent.net.actor_head.weight.mul_(head_scale)
     return agent
 
 
@@ -201,13 +201,13 @@ def _multidiscrete_agent(head_scale: float) -> PPO:
 def test_multidiscrete_takes_the_argmax_per_dimension(tmp_path, exporter):
     agent = _multidiscrete_agent(100.0)
     obs = (np.random.default_rng(0).normal(size=(40, 3)) * 4).astype(np.float32)  # some beyond the clip
-    module = DeterministicPolicy(agent)
+    module = policy_module(agent)
     run_file = exporter(module, torch.as_tensor(obs[:2]), tmp_path / "policy")
     assert run_file(obs).shape == (40, 2)
-    assert compare(agent, module, run_file, obs) == (0.0, 0)
+    assert compare(module, run_file, obs) == (0.0, 0)
     # a file that picks other actions is caught, and an impossible action is infinitely wrong
-    assert compare(agent, module, lambda o: (run_file(o) + 1) % [3, 4], obs)[0] > 0.01
-    assert compare(agent, module, lambda o: run_file(o) + 10, obs)[0] == float("inf")
+    assert compare(module, lambda o: (run_file(o) + 1) % [3, 4], obs)[0] > 0.01
+    assert compare(module, lambda o: run_file(o) + 10, obs)[0] == float("inf")
 
 
 @pytest.mark.parametrize("exporter", [_export_onnx, _export_torchscript])
@@ -216,9 +216,9 @@ def test_an_elu_network_exports_the_standard_op_and_acts_alike(tmp_path, exporte
     agent = PPO(PPOConfig(network=NetworkConfig(hidden=(16, 16), activation="elu")),
                 gym.spaces.Box(-5, 5, (3,)), gym.spaces.Box(-1, 1, (2,)), 1, torch.device("cpu"))
     obs = (np.random.default_rng(0).normal(size=(40, 3)) * 3).astype(np.float32)
-    module = DeterministicPolicy(agent)
+    module = policy_module(agent)
     run_file = exporter(module, torch.as_tensor(obs[:2]), tmp_path / "policy")
-    assert compare(agent, module, run_file, obs)[0] <= TOLERANCE
+    assert compare(module, run_file, obs)[0] <= TOLERANCE
     if exporter is _export_torchscript:
         assert "aten::elu" in str(torch.jit.load(str(tmp_path / "policy")).inlined_graph)
     else:
@@ -229,10 +229,10 @@ def test_an_elu_network_exports_the_standard_op_and_acts_alike(tmp_path, exporte
 
 def test_discrete_choices_among_exact_ties_count_as_near_ties():
     agent = _multidiscrete_agent(0.0)  # zero weights, zero bias: every action equally likely
-    torch.nn.init.zeros_(agent.policy.actor_head.bias)
-    module = DeterministicPolicy(agent)
+    torch.nn.init.zeros_(agent.net.actor_head.bias)
+    module = policy_module(agent)
     obs = np.zeros((5, 3), dtype=np.float32)
-    assert compare(agent, module, lambda o: np.full((len(o), 2), 2), obs) == (0.0, 10)
+    assert compare(module, lambda o: np.full((len(o), 2), 2), obs) == (0.0, 10)
 
 
 def test_zoo_lists_its_agents_and_they_resolve_by_name(runs, tmp_path, monkeypatch):

@@ -12,8 +12,9 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from rlcli import checkpoint, hub
+from rlcli import hub
 from rlcli.cli import app
+from rlcli.rundir import RunDir, cached_repo_id, load_config
 
 pytest.importorskip("huggingface_hub")
 pytest.importorskip("onnxruntime")
@@ -131,9 +132,9 @@ def test_published_replay_is_a_real_video(published, tmp_path):
 
 
 def _actions(run: Path, obs: np.ndarray) -> np.ndarray:
-    from rlcli.train import agent_from_run, make_env, resolve_device
+    from rlcli.agents import agent_from_run, make_env, resolve_device
 
-    loaded = checkpoint.load(run)
+    loaded = RunDir.open(run)
     env = make_env(loaded.cfg, 1, 0)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu"))
@@ -165,7 +166,7 @@ def test_the_cards_retrain_command_trains_the_same_configuration(published, run_
     args = shlex.split(command)[1:] + ["--run-dir", "retrained", "--threads", "1"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    original, again = checkpoint.load_config(run_dir), checkpoint.load_config(tmp_path / "retrained")
+    original, again = load_config(run_dir), load_config(tmp_path / "retrained")
     assert again.algo == original.algo and again.eval == original.eval and again.seed == original.seed
 
 
@@ -380,7 +381,7 @@ def test_a_run_that_cannot_be_written_builds_in_the_working_directory(run_dir, t
 def test_a_run_from_the_hub_cache_is_published_and_exported_outside_it(published, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     snapshot = hub.download(f"hf://{REPO}", acting_only=True)
-    assert hub.cached_repo_id(snapshot) == REPO
+    assert cached_repo_id(snapshot) == REPO
     before = sorted(p.name for p in snapshot.iterdir())
     result = _dry_run(f"hf://{REPO}", repo="alice/again")
     assert result.exit_code == 0, result.output

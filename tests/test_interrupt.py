@@ -11,7 +11,7 @@ import pytest
 from waiting import wait_for
 
 from rlcli import interrupts
-from rlcli.config import EnvConfig, EvalConfig, load_run_config
+from rlcli.algos import resolve
 from rlcli.train import TrainingInterrupted, TrainState, train
 
 CMD = [sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--steps", "2000000", "--n-envs", "4",
@@ -41,7 +41,7 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
 
 def _small_run():
     """CartPole PPO with an iteration of 64 steps and no periodic evaluation, far from its end."""
-    return load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic", eval=EvalConfig(every=0, episodes=2),
+    return resolve("ppo", "CartPole-v1", eval_every=0, eval_episodes=2,
                            overrides={"steps": 100_000, "n_envs": 2, "n_steps": 32, "minibatch_size": 64})
 
 

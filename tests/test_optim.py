@@ -100,9 +100,9 @@ def test_a_state_of_the_wrong_shape_is_refused():
 
 def test_training_imports_no_compiler_stack():
     """torch.optim's constructor imports torch._dynamo (about 0.9 s a process); an agent must not."""
-    code = ("import sys, torch, gymnasium as gym; from rlcli.algos.ppo import PPO; from rlcli.config import PPOConfig;"
+    code = ("import sys, torch, gymnasium as gym; from rlcli.algos.ppo import PPO, PPOConfig;"
             "a = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2, torch.device('cpu'));"
-            "a.policy.evaluate(torch.zeros(4, 3), torch.zeros(4, 1))[0].sum().backward(); a.optimizer.step();"
+            "a.net.evaluate(torch.zeros(4, 3), torch.zeros(4, 1))[0].sum().backward(); a.optimizer.step();"
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -5,10 +5,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcli.algos.ppo import PPO
-from rlcli.algos.sac import SAC
+from rlcli.algos.ppo import PPO, PPOConfig
+from rlcli.algos.sac import SAC, SACConfig
 from rlcli.buffers import ReplayBatch, RolloutBatch
-from rlcli.config import NetworkConfig, PPOConfig, SACConfig
+from rlcli.config import NetworkConfig
 from rlcli.nets import ActorCritic
 
 OBS = gym.spaces.Box(-1, 1, (6,), np.float32)
@@ -64,6 +64,6 @@ def test_a_bf16_sac_update_gives_finite_float32_results():
                         torch.randn(16, generator=gen), torch.randn(16, 6, generator=gen), torch.zeros(16))
     before = [p.detach().clone() for p in agent.critic.parameters()]
     stats = agent.update(batch)
-    assert stats.dtype == torch.float32 and torch.isfinite(stats).all()
+    assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in stats.values())
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters(), strict=True))
     assert all(p.dtype == torch.float32 for p in agent.parameters())

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.algos.sac import SAC, alpha_loss_and_grad, polyak_update
+from rlcli.algos.sac import SAC, SACConfig, alpha_loss_and_grad, polyak_update
 from rlcli.buffers import ReplayBuffer
-from rlcli.config import SACConfig
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
-from rlcli.loops import SACLearner
+from rlcli.learners import OffPolicyLearner
 from rlcli.nets import EnsembleLinear, QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
+from rlcli.threads import ThreadPlan
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
     find_spec("envpool") is None, reason="envpool is not installed"))]
@@ -123,7 +123,7 @@ def test_reset_rows_are_never_stored_and_truncations_keep_the_real_final_observa
     env = make_vec_env("Pendulum-v1", 1, 0, backend)
     cfg = SACConfig(learning_starts=10_000, log_every=450)  # random actions, no updates
     agent = SAC(cfg, env.single_observation_space, env.single_action_space, 1, torch.device("cpu"))
-    learner = SACLearner(env, agent, 10_000)
+    learner = OffPolicyLearner(env, agent, cfg, ThreadPlan(1, 1))
     learner.iterate(0)
     buf = learner.buffer
     # 450 env steps: two 200-step episodes, each followed by a reset row that must not be stored
@@ -156,11 +156,12 @@ def test_update_changes_weights_and_alpha_moves_toward_the_target_entropy():
     second = agent.update(buf.sample(32))
     assert not torch.equal(agent.actor.mean.weight, actor_before)
     # Adam's first step moves by lr against the gradient's sign; the gradient is entropy - target_entropy
-    entropy = second[5].item()
+    assert "charts/entropy" not in first and "losses/actor" not in first, "no actor step: nothing measured"
+    entropy = second["charts/entropy"].item()
     expected = log_alpha_before - agent.cfg.alpha_lr * np.sign(entropy - agent.target_entropy)
     assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-7)
     assert not torch.equal(agent.critic_target.out.weight, target_before)
-    assert torch.isfinite(first).all()
+    assert all(torch.isfinite(v) for v in first.values()) and all(torch.isfinite(v) for v in second.values())
     # the Polyak update must not record autograd history (it would grow without bound)
     assert all(p.grad_fn is None and not p.requires_grad for p in agent.critic_target.parameters())
 
@@ -169,7 +170,7 @@ def test_observation_normalisation_survives_reset_rows():
     env = make_vec_env("Pendulum-v1", 1, 0, "gymnasium")
     cfg = SACConfig(learning_starts=10_000, log_every=450, normalize_obs=True)
     agent = SAC(cfg, env.single_observation_space, env.single_action_space, 1, torch.device("cpu"))
-    SACLearner(env, agent, 10_000).iterate(0)
+    OffPolicyLearner(env, agent, cfg, ThreadPlan(1, 1)).iterate(0)
     assert torch.isfinite(agent.obs_norm.rms.mean).all() and torch.isfinite(agent.obs_norm.rms.var).all()
     assert agent.obs_norm.rms.count.item() == pytest.approx(448, abs=1)  # reset rows are not observations
     env.close()

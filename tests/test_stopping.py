@@ -6,10 +6,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from rlcli.agents import thread_plan as choose_threads
+from rlcli.algos import resolve
 from rlcli.cli import app
-from rlcli.config import EnvConfig, load_run_config
-from rlcli.loops import torch_threads
-from rlcli.train import choose_threads
+from rlcli.threads import torch_threads
 
 runner = CliRunner()
 # 4 envs x 64 steps: one iteration is 256 env steps
@@ -73,17 +73,17 @@ def test_bad_stop_hook_is_one_line_exit_2(spec, expected, tmp_path):
 
 
 def _cfg(algo, env_id, **run):
-    return load_run_config(algo, EnvConfig(id=env_id), "classic", **run)
+    return resolve(algo, env_id, **run)
 
 
 def test_thread_policy(monkeypatch):
-    monkeypatch.setattr("rlcli.train.available_cores", lambda: 2)
+    monkeypatch.setattr("rlcli.agents.available_cores", lambda: 2)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (2, 2)  # update-bound: every core
     assert choose_threads(_cfg("ppo", "CartPole-v1")) == (1, 2)  # acting leaves cores to the envs
     assert choose_threads(_cfg("ppo", "CartPole-v1", torch_threads=3)) == (3, 3)
-    pong = load_run_config("ppo", EnvConfig(id="Pong-v5"), "atari")
+    pong = resolve("ppo", "Pong-v5")
     assert choose_threads(pong) == (2, 2)  # a CNN's acting is convolutions over every env's frames
-    monkeypatch.setattr("rlcli.train.available_cores", lambda: 64)
+    monkeypatch.setattr("rlcli.agents.available_cores", lambda: 64)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (16, 16)
 
 

@@ -21,9 +21,11 @@ from typer.testing import CliRunner
 from waiting import wait_for
 
 from rlcli import checkpoint, config
+from rlcli.algos import resolve
 from rlcli.cli import app
-from rlcli.config import EnvConfig, build_algo_config, load_run_config
+from rlcli.config import build_algo_config
 from rlcli.errors import UsageError
+from rlcli.rundir import load_config
 from rlcli.tune import results
 from rlcli.tune import study as tuning
 from rlcli.tune.objective import OVERRIDES_BY_ENV, base_hyperparams, stored_overrides, trial_overrides
@@ -147,11 +149,11 @@ def test_tiny_study_completes_with_pruning(tiny_study):
 def test_best_yaml_loads_back_through_the_config_models(tiny_study, hyperparams, monkeypatch):
     root, out, result = tiny_study
     best = load(out).best_trial
-    trained = checkpoint.load_config(out / "trials" / f"{best.number:04d}" / "CartPole-v1__s0")
+    trained = load_config(out / "trials" / f"{best.number:04d}" / "CartPole-v1__s0")
     entry = yaml.safe_load((out / "best.yml").read_text())["CartPole-v1"]
     # best.yml is an env entry of hyperparams/ppo.yml: default <- group <- entry is what the trial trained
     monkeypatch.setattr(config, "hyperparams_dir", lambda: hyperparams)
-    cfg = load_run_config("ppo", EnvConfig(id="CartPole-v1"), "classic")
+    cfg = resolve("ppo", "CartPole-v1")
     assert cfg.algo == trained.algo.model_copy(update={"steps": cfg.algo.steps})
     assert cfg.algo.learning_rate == best.user_attrs["hyperparams"]["learning_rate"]
     assert cfg.algo.gamma == pytest.approx(1 - best.params["1-gamma"], rel=1e-2)

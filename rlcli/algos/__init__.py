@@ -1,9 +1,75 @@
-"""Algorithm registry: the training loop builds agents by name. Every agent is an ``nn.Module``
-whose ``state_dict`` is its whole model (weights and normalisation statistics), with ``optimizers()``,
-``extra_state()``/``load_extra_state()`` for resuming and ``predict(obs, deterministic)`` for acting."""
+"""The registry of algorithms, the one place that names each, and ``resolve``: a run's configuration,
+assembled the one way every caller uses. Adding an algorithm is a module (its config model, agent, search
+space and thread policy), one ``register`` line here and a ``hyperparams/NAME.yml``."""
 
-from rlcli.algos.ppo import PPO
-from rlcli.algos.sac import SAC
+from __future__ import annotations
 
-Agent = PPO | SAC
-ALGORITHMS: dict[str, type[PPO] | type[SAC]] = {"ppo": PPO, "sac": SAC}
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlcli.algos import ppo, sac
+from rlcli.algos.base import AlgoSpec
+from rlcli.config import (
+    EnvConfig,
+    EvalConfig,
+    RunConfig,
+    algo_config_model,
+    build_algo_config,
+    deep_merge,
+    describe_validation_error,
+    hyperparams_for,
+    load_yaml,
+    register_algo_config,
+    split_env_kwargs,
+)
+from rlcli.envs import env_group, import_env_module
+from rlcli.envs.registry import resolve_backend, resolve_env_id
+from rlcli.errors import UsageError
+from rlcli.learners import OffPolicyLearner, OnPolicyLearner
+
+REGISTRY: dict[str, AlgoSpec] = {}
+DEFAULT = "ppo"  # what a command trains when no --algo is given
+
+
+def register(spec: AlgoSpec) -> None:
+    """Makes ``spec.name`` an algorithm every command accepts."""
+    REGISTRY[spec.name] = spec
+    register_algo_config(spec.name, spec.config, spec.hyperparams)
+
+
+def spec_for(name: str) -> AlgoSpec:
+    """The registered algorithm ``name``; a UsageError naming the registered ones otherwise."""
+    algo_config_model(name)
+    return REGISTRY[name]
+
+
+def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | None = None,
+            config_file: Path | None = None, overrides: dict[str, Any] | None = None,
+            eval_every: int | None = None, eval_episodes: int = 10, **run: Any) -> RunConfig:
+    """The configuration of a run, assembled the one way every caller uses: hyperparameters for
+    ``env_id`` (default <- its group <- its entry <- ``config_file`` <- ``overrides``), the env's
+    keywords, and the run-level settings in ``run`` (seed, device, threads, ...), validated into one
+    RunConfig. ``eval_every`` None evaluates (and checkpoints) about 20 times over the run."""
+    import_env_module(env_module)
+    env_id = resolve_env_id(env_id)[0]
+    resolve_backend(env_id, backend)  # an unknown id fails here, with close matches
+    values = hyperparams_for(algo, env_id, env_group(env_id))
+    if config_file is not None:
+        values = deep_merge(values, load_yaml(config_file))
+    values = deep_merge(values, overrides or {})
+    values, env_kwargs = split_env_kwargs(values)
+    algo_cfg = build_algo_config(algo, values)
+    every = eval_every if eval_every is not None else max(algo_cfg.steps // 20, 1)
+    try:
+        env = EnvConfig(id=env_id, backend=backend, env_module=env_module, kwargs=env_kwargs)
+        return RunConfig(env=env, algo=algo_cfg, eval=EvalConfig(every=every, episodes=eval_episodes), **run)
+    except ValidationError as e:
+        raise UsageError(describe_validation_error(e, RunConfig)) from None
+
+
+register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_spaces, ppo.thread_plan,
+                  ppo.SEARCH_SPACE, ppo.COUPLED))
+register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
+                  sac.SEARCH_SPACE))

@@ -1,26 +1,110 @@
-"""Proximal Policy Optimisation (Schulman et al. 2017) for every action space the networks support.
+"""Proximal Policy Optimisation (Schulman et al. 2017) for every action space the networks support:
+its hyperparameters, search space, thread policy and agent.
 
-``act`` is the no-grad inference path the loops call; ``update`` runs the minibatch epochs over one
-rollout and returns plain floats, synchronising with the device once per update (plus once per epoch
-for the adaptive-KL schedule, which needs the epoch's KL to pick the next learning rate).
+The agent meets the on-policy learner through ``observe``, ``sample``/``value_of`` (the critic runs
+while the envs step), ``scale_rewards`` and ``update``, which runs the minibatch epochs over one rollout
+and returns plain floats, synchronising with the device once per update (plus once per epoch for the
+adaptive-KL schedule, which needs the epoch's KL to pick the next learning rate).
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import torch
+from pydantic import Field, model_validator
 from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer
-from rlcli.config import PPOConfig, Schedule
+from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.errors import UsageError
-from rlcli.nets import ActorCritic, training_precision
+from rlcli.nets import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
 from rlcli.normalization import ObsNormalizer, RewardScaler
 from rlcli.optim import Adam
+from rlcli.threads import ThreadPlan
 
 MIN_LR, MAX_LR = 1e-6, 1e-2  # adaptive-KL bounds, as rl_games
+
+
+class PPOConfig(AlgoConfig):
+    """PPO hyperparameters; one rollout is ``n_envs * n_steps`` env steps."""
+
+    algo: Literal["ppo"] = "ppo"
+    steps: Annotated[int, Field(gt=0)] = 1_000_000
+    n_envs: Annotated[int, Field(gt=0)] = 8
+    n_steps: Annotated[int, Field(gt=0)] = 128
+    minibatch_size: Annotated[int, Field(gt=0)] = 256
+    n_epochs: Annotated[int, Field(gt=0)] = 10
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.95
+    learning_rate: Annotated[float, Field(gt=0)] = 3e-4
+    lr_schedule: Schedule = Schedule.linear
+    kl_target: Annotated[float, Field(gt=0)] = 0.008  # used by the adaptive_kl schedule
+    clip_range: Annotated[float, Field(gt=0)] = 0.2
+    clip_range_schedule: Literal["constant", "linear"] = "constant"
+    clip_value: Annotated[float, Field(gt=0)] | None = None  # value-loss clipping range; None disables
+    ent_coef: Annotated[float, Field(ge=0)] = 0.0
+    vf_coef: Annotated[float, Field(ge=0)] = 0.5
+    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    adam_eps: Annotated[float, Field(gt=0)] = 1e-5
+    normalize_advantage: bool = True
+    normalize_obs: bool = False
+    normalize_reward: bool = False
+    clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    network: NetworkConfig = NetworkConfig()
+    precision: Precision = "fp32"
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per rollout (and samples per update epoch)."""
+        return self.n_envs * self.n_steps
+
+    @model_validator(mode="after")
+    def _cnn_takes_raw_pixels(self) -> PPOConfig:
+        if self.network.trunk == "cnn" and self.normalize_obs:
+            raise ValueError("normalize_obs must be false with the cnn trunk, which scales pixels by 1/255")
+        return self
+
+    @model_validator(mode="after")
+    def _minibatch_fits(self) -> PPOConfig:
+        if self.minibatch_size > self.batch_size:
+            raise ValueError(
+                f"minibatch_size={self.minibatch_size} exceeds the rollout size "
+                f"n_envs*n_steps={self.batch_size}"
+            )
+        return self
+
+
+# Powers of two throughout the rollout shape: any n_envs x n_steps here is a multiple of every
+# minibatch count, so the minibatch size is an integer for every combination.
+SEARCH_SPACE: dict[str, Any] = {
+    "learning_rate": {"low": 1.0e-5, "high": 3.0e-3, "log": True},
+    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
+    "gae_lambda": [0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0],
+    "n_envs": [4, 8, 16, 32, 64],
+    "n_steps": [16, 32, 64, 128, 256, 512],
+    "minibatch_size": {"minibatches": [1, 2, 4, 8, 16, 32]},
+    "n_epochs": [1, 3, 5, 10, 20],
+    "clip_range": [0.1, 0.2, 0.3, 0.4],
+    "ent_coef": {"low": 1.0e-8, "high": 0.1, "log": True},
+    "network.hidden": [[64, 64], [128, 128], [256, 256], [256, 128, 64]],
+    "network.activation": ["tanh", "relu", "elu"],
+}
+# fields whose valid values depend on one another's (the config's cross-field checks): a search space
+# is checked in every combination of the parameters that set them
+COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk")
+
+
+def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
+    """An MLP acts with one thread, leaving the cores to the env backend's threads (two would spin
+    beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core. A CNN on a
+    CPU takes every core for both: its acting is a convolution stack over every env's frames (Pong:
+    0.73 -> 0.54 s of acting a rollout on 2 cores)."""
+    if cfg.algo.network.trunk == "cnn" and cfg.device != "cuda":  # type: ignore[attr-defined]
+        return ThreadPlan(cores, cores)
+    return ThreadPlan(1, cores)
 
 
 def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
@@ -47,6 +131,20 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
     return 0.5 * torch.max((values - returns).square(), (clipped - returns).square()).mean()
 
 
+# Saved models name the actor-critic ``policy``, as the first format did: old runs and the zoo's agents load
+SAVED, HELD = "policy.", "net."
+
+
+def _saved_names(module: nn.Module, state: dict[str, Any], prefix: str, metadata: Any) -> None:
+    for key in [k for k in state if k.startswith(prefix + HELD)]:
+        state[prefix + SAVED + key[len(prefix + HELD):]] = state.pop(key)
+
+
+def _loaded_names(module: nn.Module, state: dict[str, Any], prefix: str, *args: Any) -> None:
+    for key in [k for k in state if k.startswith(prefix + SAVED)]:
+        state[prefix + HELD + key[len(prefix + SAVED):]] = state.pop(key)
+
+
 class PPO(nn.Module):
     """Networks, normalisers and optimiser of one PPO agent; all state is tensors."""
 
@@ -55,19 +153,23 @@ class PPO(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.device = device
-        self.policy = ActorCritic(obs_space, action_space, cfg.network)
+        self.net = ActorCritic(obs_space, action_space, cfg.network)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
         # one fused kernel over all parameters (torch's CPU default, a Python loop per tensor, profiled
         # at 13% of CartPole's training time)
-        self.optimizer = Adam(self.policy.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.optimizer = Adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.learning_rate = cfg.learning_rate
-        self.action_shape = (len(self.policy.nvec),) if self.policy.nvec else tuple(action_space.shape)
-        self.action_dtype = torch.long if self.policy.nvec else torch.float32
+        self.action_shape = (len(self.net.nvec),) if self.net.nvec else tuple(action_space.shape)
+        self.action_dtype = torch.long if self.net.nvec else torch.float32
         self.obs_dtype = (torch.float32 if cfg.normalize_obs or obs_space.dtype != "uint8"
                           else torch.uint8)
+        # not submodules: they share this agent's parameters, which its state_dict already holds
+        self.__dict__["_policies"] = {}
+        self.register_state_dict_post_hook(_saved_names)
+        self.register_load_state_dict_pre_hook(_loaded_names)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
@@ -91,14 +193,46 @@ class PPO(nn.Module):
     def load_extra_state(self, state: dict[str, float]) -> None:
         self.learning_rate = float(state.get("learning_rate", self.learning_rate))
 
-    def make_buffer(self, n_envs: int) -> RolloutBuffer:
+    def new_rollout(self, n_envs: int) -> RolloutBuffer:
+        """Storage for one rollout of ``n_envs`` envs, in the shapes and types this agent learns from."""
         return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape),
                              self.obs_dtype, self.action_shape, self.action_dtype, self.device)
 
+    def policy(self, deterministic: bool = True) -> ActorCriticPolicy:
+        """Raw observations -> env actions, statistics frozen: what evaluation, play and export run."""
+        policies = self._policies
+        if deterministic not in policies:
+            policies[deterministic] = ActorCriticPolicy(self.obs_norm, self.net, deterministic)
+        return policies[deterministic]
+
     @torch.no_grad()
     def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Env-ready actions for raw observations, statistics frozen (evaluation, play, export)."""
-        return self.policy.env_actions(self.policy.policy_actions(self.obs_norm(obs), deterministic))
+        """Env actions for raw observations, through ``policy``."""
+        return self.policy(deterministic)(obs)
+
+    def observe(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations as the rollout stores and acts on them, the statistics updated with them."""
+        return self.obs_norm(obs, update=True)
+
+    def sample(self, obs: torch.Tensor) -> PolicySample:
+        """Actions drawn for observed rows, with their log-probabilities; ``value_of`` finishes the critic."""
+        with self.training_precision():
+            return self.net.sample(obs)
+
+    def value_of(self, sample: PolicySample) -> torch.Tensor:
+        with self.training_precision():
+            return self.net.value_of(sample)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values of raw observations (the bootstrap after a rollout's last step)."""
+        with self.training_precision():
+            return self.net.value(self.obs_norm(obs))
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.net.env_actions(actions)
+
+    def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        return self.reward_scaler(rewards, dones)
 
     def update(self, batch: RolloutBatch, progress: float) -> dict[str, float]:
         """Minibatch epochs over one rollout; ``progress`` is the fraction of training done, in [0, 1]."""
@@ -142,7 +276,7 @@ class PPO(nn.Module):
         # index_select, not t[index]: the same rows, and 256 Atari frames take 0.12 against 2.12 ms (2 threads)
         obs, actions, old_log_probs, old_values, advantages, returns = (t.index_select(0, index) for t in batch)
         with self.training_precision():
-            log_probs, entropy, values = self.policy.evaluate(obs, actions)
+            log_probs, entropy, values = self.net.evaluate(obs, actions)
 
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()

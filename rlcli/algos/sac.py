@@ -1,4 +1,5 @@
-"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning, for Box action spaces.
+"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning, for Box action spaces: its
+hyperparameters, search space, thread policy and agent.
 
 The update keeps everything on the device: losses and metrics stay tensors (summed by the caller and
 read once per training iteration), the twin critics are one batched network, and the Polyak update is
@@ -10,21 +11,68 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import AbstractContextManager
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
 from rlcli.buffers import ReplayBatch
-from rlcli.config import SACConfig
+from rlcli.config import AlgoConfig, Precision, RunConfig
 from rlcli.errors import UsageError
-from rlcli.nets import QEnsemble, SquashedGaussianActor, training_precision
+from rlcli.nets import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
 from rlcli.normalization import ObsNormalizer
 from rlcli.optim import Adam
+from rlcli.threads import ThreadPlan
 
-METRICS = ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha", "charts/q_mean", "charts/entropy")
-ACTOR_METRICS = (1, 2, 5)  # indices that only change on actor updates (every policy_delay-th)
+
+class SACConfig(AlgoConfig):
+    """Soft Actor-Critic hyperparameters (Haarnoja et al. 2018, with automatic entropy tuning)."""
+
+    algo: Literal["sac"] = "sac"
+    steps: Annotated[int, Field(gt=0)] = 1_000_000
+    n_envs: Annotated[int, Field(gt=0)] = 1
+    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
+    learning_starts: Annotated[int, Field(ge=0)] = 5_000  # env steps of uniform random actions first
+    batch_size: Annotated[int, Field(gt=0)] = 256
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    target_update_rate: Annotated[float, Field(gt=0, le=1)] = 0.005  # Polyak factor ("tau") of target critics
+    actor_lr: Annotated[float, Field(gt=0)] = 3e-4
+    critic_lr: Annotated[float, Field(gt=0)] = 3e-4
+    alpha_lr: Annotated[float, Field(gt=0)] = 3e-4
+    alpha: Annotated[float, Field(gt=0)] = 0.2  # initial (autotune) or fixed entropy temperature
+    autotune_alpha: bool = True
+    target_entropy: float | None = None  # None: -dim(A)
+    utd_ratio: Annotated[float, Field(gt=0)] = 1.0  # gradient steps per env step collected
+    policy_delay: Annotated[int, Field(gt=0)] = 1  # critic updates per actor (and alpha) update
+    target_update_every: Annotated[int, Field(gt=0)] = 1  # critic updates per Polyak update
+    log_every: Annotated[int, Field(gt=0)] = 1_000  # env steps per training iteration (metrics row)
+    normalize_obs: bool = False
+    clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    actor_hidden: tuple[int, ...] = (256, 256)
+    critic_hidden: tuple[int, ...] = (256, 256)
+    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
+    compile: bool = False  # torch.compile the update step
+    precision: Precision = "fp32"
+
+
+SEARCH_SPACE: dict[str, Any] = {
+    "learning_rate": {"targets": ["actor_lr", "critic_lr", "alpha_lr"], "low": 1.0e-5, "high": 3.0e-3,
+                      "log": True},
+    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
+    "target_update_rate": {"low": 1.0e-3, "high": 0.05, "log": True},
+    "batch_size": [64, 128, 256, 512],
+    "utd_ratio": [0.5, 1.0, 2.0],
+    "learning_starts": [1000, 5000, 10000, 20000],
+    "network": {"targets": ["actor_hidden", "critic_hidden"], "choices": [[64, 64], [256, 256], [400, 300]]},
+}
+
+
+def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
+    """Every core for both: SAC steps one env and is bound by its update."""
+    return ThreadPlan(cores, cores)
 
 
 @torch.no_grad()
@@ -63,8 +111,9 @@ class SAC(nn.Module):
         self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.alpha_optimizer = Adam([self.log_alpha], lr=cfg.alpha_lr)
         self.action_dim = act_dim
+        self.__dict__["_policies"] = {}  # not submodules: they share the actor's parameters
         self.updates = 0
-        self._zero, self._one = torch.zeros((), device=device), torch.ones((), device=device)
+        self._zero = torch.zeros((), device=device)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
         self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
@@ -91,10 +140,27 @@ class SAC(nn.Module):
     def load_extra_state(self, state: dict[str, int]) -> None:
         self.updates = int(state.get("updates", 0))
 
+    def policy(self, deterministic: bool = True) -> SquashedGaussianPolicy:
+        """Raw observations -> env actions, statistics frozen: what evaluation, play and export run."""
+        policies = self._policies
+        if deterministic not in policies:
+            policies[deterministic] = SquashedGaussianPolicy(self.obs_norm, self.actor, deterministic)
+        return policies[deterministic]
+
     @torch.no_grad()
     def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Env-ready actions for raw observations, normalisation statistics frozen."""
-        return self.actor.act(self.obs_norm(obs.float()), deterministic)
+        """Env actions for raw observations, through ``policy``."""
+        return self.policy(deterministic)(obs)
+
+    def observe(self, obs: torch.Tensor, real: torch.Tensor) -> None:
+        """Updates the observation statistics with the rows an episode really reached (``real``)."""
+        if self.cfg.normalize_obs:
+            self.obs_norm.rms.update(obs[real])
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Env actions drawn for raw observations, for training."""
+        return self.actor.act(self.obs_norm(obs.float()))
 
     def critic_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,9 +179,10 @@ class SAC(nn.Module):
         q = self.critic(obs, actions).min(0).values
         return (self.log_alpha.exp().detach() * log_probs - q).mean(), log_probs.detach()
 
-    def update(self, batch: ReplayBatch) -> torch.Tensor:
+    def update(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
         """One gradient step of the critics (and, every ``policy_delay`` steps, of the actor and alpha).
-        Returns the METRICS and a 1/0 actor-step flag as one tensor, without synchronising with the device."""
+        Returns metrics as tensors, without synchronising with the device; those of the actor only on
+        the steps that moved it."""
         cfg = self.cfg
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
         with self.training_precision():
@@ -125,9 +192,8 @@ class SAC(nn.Module):
         self.critic_optimizer.step()
 
         self.updates += 1
-        actor_loss = alpha_loss = entropy = self._zero
-        actor_step = self.updates % cfg.policy_delay == 0
-        if actor_step:
+        metrics = {"losses/critic": critic_loss.detach(), "charts/q_mean": q_mean}
+        if self.updates % cfg.policy_delay == 0:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
             with self.training_precision():
@@ -137,11 +203,14 @@ class SAC(nn.Module):
             self.actor_optimizer.step()
             self.critic.requires_grad_(True)
             entropy = -log_probs.mean()
+            alpha_loss = self._zero
             if cfg.autotune_alpha:
                 alpha_loss, self.log_alpha.grad = alpha_loss_and_grad(self.log_alpha.detach(), self.target_entropy,
                                                                       entropy)
                 self.alpha_optimizer.step()
+            metrics |= {"losses/actor": actor_loss.detach(), "losses/alpha": alpha_loss.detach(),
+                        "charts/entropy": entropy}
         if self.updates % cfg.target_update_every == 0:
             polyak_update(self._target_params, self._critic_params, cfg.target_update_rate)
-        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(),
-                            self.log_alpha.detach().exp(), q_mean, entropy, self._one if actor_step else self._zero])
+        metrics["charts/alpha"] = self.log_alpha.detach().exp()
+        return metrics

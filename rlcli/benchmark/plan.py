@@ -16,10 +16,14 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from rlcli.config import EnvConfig, Frozen, deep_merge, load_run_config, parse_overrides
+from rlcli.algos import resolve, spec_for
+from rlcli.config import Frozen, deep_merge, parse_overrides
+from rlcli.envs import import_env_module, make_vec_env
+from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
 from rlcli.runs import safe_name
 from rlcli.scores import data_dir
+from rlcli.threads import available_cores
 
 RUNS_DIR = "runs"
 DEFAULT_ROOT = Path("benchmarks")
@@ -85,8 +89,6 @@ def load_suites() -> dict[str, Suite]:
 def expand_envs(tokens: list[str], backend: str = "auto") -> list[str]:
     """Env ids for ``--envs`` tokens, each a suite name or an env id, in order, without repeats.
     An unknown token is a UsageError naming close suites or env ids."""
-    from rlcli.envs.registry import resolve_backend
-
     suites = load_suites()
     envs: list[str] = []
     for token in tokens:
@@ -94,6 +96,7 @@ def expand_envs(tokens: list[str], backend: str = "auto") -> list[str]:
             envs.extend(suites[token].envs)
             continue
         try:
+            token = resolve_env_id(token)[0]
             resolve_backend(token, backend)
         except UsageError as e:
             close = difflib.get_close_matches(token, list(suites), n=1, cutoff=0.6)
@@ -106,15 +109,12 @@ def expand_envs(tokens: list[str], backend: str = "auto") -> list[str]:
 
 def _incompatible(algos: list[str], env_id: str, backend: str) -> dict[str, str]:
     """{algo: reason} for the algorithms that cannot act in ``env_id``'s spaces."""
-    from rlcli.algos import ALGORITHMS
-    from rlcli.envs import make_vec_env
-
     env = make_vec_env(env_id, 1, 0, backend)
     try:
         reasons = {}
         for algo in algos:
             try:
-                ALGORITHMS[algo].check_spaces(env.single_observation_space, env.single_action_space)
+                spec_for(algo).check_spaces(env.single_observation_space, env.single_action_space)
             except UsageError as e:
                 reasons[algo] = str(e).split(". ")[0]
         return reasons
@@ -126,8 +126,6 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
                    steps: int | None = None, directory: Path | None = None) -> BenchmarkPlan:
     """The grid algos x envs x seeds, each run with its budget (``steps``, else the tuned one in
     ``hyperparams/{algo}.yml``), checked before anything runs."""
-    from rlcli.envs import env_group, import_env_module
-
     if not env_tokens:
         raise UsageError("missing --envs: give env ids or suites (e.g. --envs classic CartPole-v1)")
     if not seeds:
@@ -153,8 +151,7 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
         for algo in algos:
             if algo in reasons:
                 continue
-            cfg = load_run_config(algo, EnvConfig(id=env_id, backend=options.backend, env_module=options.env_module),
-                                  env_group(env_id), overrides=overrides)
+            cfg = resolve(algo, env_id, backend=options.backend, env_module=options.env_module, overrides=overrides)
             runs.extend(RunSpec(algo=algo, env_id=env_id, seed=seed, steps=cfg.algo.steps) for seed in seeds)
     if not runs:
         raise UsageError("nothing to run: " + "; ".join(skipped))
@@ -185,7 +182,6 @@ def default_directory(algos: list[str], env_tokens: list[str], steps: int | None
 def default_workers(threads: int) -> int:
     """Runs at once that this machine can hold: cores / threads per run, and at most one run per
     ``RUN_MEMORY_GIB`` of memory; at least 1."""
-    from rlcli.train import available_cores
 
     try:
         memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30

@@ -14,6 +14,7 @@ from rlcli.benchmark.execute import PLAN, RECORD, read_meta, read_record
 from rlcli.benchmark.plan import RUNS_DIR
 from rlcli.config import Frozen
 from rlcli.errors import CheckpointError, UsageError
+from rlcli.rundir import eval_history, load_config
 
 RESULTS_CSV, RESULTS_JSON = "results.csv", "results.json"
 FORMAT = "rlcli-benchmark-results-v1"
@@ -51,12 +52,12 @@ def read_run(run_dir: Path) -> RunResult | None:
         algo, env_id, seed, budget = record.algo, record.env_id, record.seed, record.steps
     else:
         try:
-            cfg = checkpoint.load_config(run_dir)
+            cfg = load_config(run_dir)
         except CheckpointError:
             return None
         algo, env_id, seed, budget = cfg.algo.algo, cfg.env.id, cfg.seed, cfg.algo.steps
     meta = read_meta(run_dir)
-    history = checkpoint.eval_history(run_dir)
+    history = eval_history(run_dir)
     latest = history[-1] if history else {}
     wall = meta.get("wall_time")
     steps = int(meta.get("steps", 0))

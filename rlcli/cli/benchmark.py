@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from rlcli.algos import DEFAULT, REGISTRY
 from rlcli.benchmark import (
     BenchmarkInterrupted,
     RunRecord,
@@ -25,8 +26,8 @@ from rlcli.benchmark import (
     run_benchmark,
     run_statuses,
 )
-from rlcli.cli import app
-from rlcli.cli.options import Algo, Backend, Device
+from rlcli.cli.app import app
+from rlcli.cli.options import Backend, Device
 from rlcli.errors import UsageError
 
 MULTI_VALUE = ("--envs", "-e", "--algo", "-a", "--seeds", "-s")
@@ -87,8 +88,9 @@ def benchmark(
     envs: Annotated[Optional[list[str]], typer.Option(
         "--envs", "-e", metavar="ENV_OR_SUITE...",
         help="Env ids and suites (classic, mujoco, atari), several after one --envs.", show_default=False)] = None,
-    algos: Annotated[Optional[list[Algo]], typer.Option(
-        "--algo", "-a", metavar="ALGO...", help="Algorithms \\[default: ppo].", show_default=False)] = None,
+    algos: Annotated[Optional[list[str]], typer.Option(
+        "--algo", "-a", metavar="ALGO...", help=f"Algorithms: {', '.join(REGISTRY)} \\[default: {DEFAULT}].",
+        show_default=False)] = None,
     seeds: Annotated[Optional[list[int]], typer.Option(
         "--seeds", "-s", metavar="SEED...", help="Seeds \\[default: 0 1 2].", show_default=False)] = None,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Budget of every run in env steps "
@@ -119,7 +121,7 @@ def benchmark(
         return
     options = TrainOptions(params=tuple(params or ()), backend=backend.value, device=device.value, threads=threads,
                            env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every)
-    algo_names = [a.value for a in algos] if algos else ["ppo"]
+    algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
     n_workers = workers or default_workers(threads)

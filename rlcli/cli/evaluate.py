@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from rlcli import checkpoint
-from rlcli.cli import app
+from rlcli.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
+from rlcli.cli.app import app
 from rlcli.cli.options import Backend, Best, Deterministic, Episodes, Run, Seed
 from rlcli.evaluation import evaluate
+from rlcli.rundir import RunDir
 from rlcli.runs import resolve_run
-from rlcli.train import EVAL_ENVS, agent_from_run, make_env, resolve_device
 
 
 @app.command("eval", help="Evaluate a trained agent. Example: rlcli eval runs/CartPole-v1__ppo__s0__... --json")
@@ -29,16 +29,15 @@ def eval_command(
     import torch
 
     torch.set_num_threads(1)
-    loaded = checkpoint.load(resolve_run(run), best=best)
+    loaded = RunDir.open(resolve_run(run))
     if backend is not None:
-        cfg = loaded.cfg.model_copy(update={"env": loaded.cfg.env.model_copy(update={"backend": backend.value})})
-        loaded = loaded._replace(cfg=cfg)
+        loaded.cfg = loaded.cfg.model_copy(update={"env": loaded.cfg.env.model_copy(update={"backend": backend.value})})
     env = make_env(loaded.cfg, min(EVAL_ENVS, episodes), seed)
-    agent = agent_from_run(loaded, env, resolve_device("cpu"))
+    agent = agent_from_run(loaded, env, resolve_device("cpu"), best)
     result = evaluate(agent, env, episodes, deterministic)
     env.close()
     if as_json:
-        typer.echo(json.dumps({"run": str(loaded.run_dir), "env_id": loaded.cfg.env.id,
+        typer.echo(json.dumps({"run": str(loaded.path), "env_id": loaded.cfg.env.id,
                                "algo": loaded.cfg.algo.algo, "deterministic": deterministic,
                                "steps_trained": loaded.meta.get("steps"), **result.as_dict()}))
         return

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlcli.cli import app
+from rlcli.cli.app import app
 from rlcli.cli.options import Best, Run
 from rlcli.runs import resolve_run
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-
-class Algo(str, Enum):
-    ppo = "ppo"
-    sac = "sac"
+from rlcli.algos import DEFAULT, REGISTRY
 
 
 class Backend(str, Enum):
@@ -25,6 +22,9 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+AlgoName = Annotated[Optional[str], typer.Option(
+    "--algo", "-a", metavar="ALGO", show_default=False,
+    help=f"Algorithm: {', '.join(REGISTRY)} \\[default: {DEFAULT}].")]
 Run = Annotated[str, typer.Argument(help="A run directory, the name of an agent in zoo/, or hf://USER/NAME.",
                                     show_default=False)]
 Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to run.")]

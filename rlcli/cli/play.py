@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlcli import checkpoint
-from rlcli.cli import app
+from rlcli.cli.app import app
 from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
+from rlcli.rundir import RunDir
 from rlcli.runs import resolve_run
 
 
@@ -34,9 +34,8 @@ def play(
     import torch
 
     torch.set_num_threads(1)
-    loaded = checkpoint.load(resolve_run(run), best=best)
-    played = record_episodes(loaded, episodes, seed, deterministic=deterministic,
-                             render_mode="rgb_array" if headless else "human")
+    played = record_episodes(RunDir.open(resolve_run(run)), episodes, seed, deterministic=deterministic,
+                             render_mode="rgb_array" if headless else "human", best=best)
     for i, (ret, length) in enumerate(zip(played.result.returns, played.result.lengths, strict=True), 1):
         typer.echo(f"episode {i}: return {ret:.2f}, length {length}")
     if video is not None:

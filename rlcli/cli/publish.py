@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlcli.cli import app
+from rlcli.cli.app import app
 from rlcli.cli.options import Episodes, Run, Seed
 from rlcli.runs import resolve_run
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlcli.cli import app
+from rlcli.cli.app import app
 
 
 @app.command(help="Download a published agent into a run directory. Example: rlcli pull user/ppo-CartPole-v1")
@@ -17,10 +17,11 @@ def pull(
     run_dir: Annotated[Optional[Path], typer.Option(
         help="Where to put it \\[default: runs/USER__NAME].", show_default=False)] = None,
 ) -> None:
-    from rlcli import checkpoint, hub
+    from rlcli import hub
+    from rlcli.rundir import RunDir
 
     repo_id, _ = hub.parse_repo_id(repo)
     path = run_dir or Path("runs") / hub.safe_repo_name(repo_id)
-    loaded = checkpoint.load(hub.download(repo, path))
+    loaded = RunDir.open(hub.download(repo, path))
     typer.echo(f"pulled {repo_id} into {path}: {loaded.cfg.env.id} ({loaded.cfg.algo.algo}, "
                f"{loaded.meta.get('steps', 0):,} steps)\ntry: rlcli eval {path}   rlcli play {path} --video out.mp4")

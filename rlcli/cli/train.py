@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from rlcli import checkpoint
-from rlcli.cli import app
-from rlcli.cli.options import Algo, Backend, Device
-from rlcli.config import EnvConfig, EvalConfig, deep_merge, load_run_config, parse_overrides
+from rlcli.algos import DEFAULT, resolve
+from rlcli.checkpoint import CONFIG
+from rlcli.cli.app import app
+from rlcli.cli.options import AlgoName, Backend, Device
+from rlcli.config import RunConfig, deep_merge, parse_overrides
+from rlcli.envs import import_env_module
+from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import UsageError
 from rlcli.hooks import load_stop_hook
+from rlcli.rundir import RunDir
 from rlcli.runs import default_run_dir
-from rlcli.train import TrainingInterrupted, TrainState, check_env_fits
-from rlcli.train import train as run_training
+from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
 
 
 class ProgressDisplay:
@@ -56,8 +59,7 @@ class ProgressDisplay:
 def train(
     env_id: Annotated[Optional[str], typer.Argument(metavar="ENV", help="Environment id.",
                                                     show_default=False)] = None,
-    algo: Annotated[Optional[Algo], typer.Option("--algo", "-a", help="Algorithm \\[default: ppo].",
-                                                  show_default=False)] = None,
+    algo: AlgoName = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Env steps (default: tuned).")] = None,
     n_envs: Annotated[Optional[int], typer.Option(min=1, help="Parallel envs (default: tuned).")] = None,
@@ -87,73 +89,88 @@ def train(
         help="Also checkpoint the replay buffer (off-policy algorithms), and restore it on --resume.")] = False,
 ) -> None:
     console = Console(soft_wrap=True, highlight=False)
-    done = 0
+    runtime = {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
+               "stop_at": stop_at, "stop_when": stop_when}
     if resume is not None:
-        ignored = [name for name, value in (("ENV", env_id), ("--algo", algo), ("-p", params),
-                                            ("--config", config_file), ("--backend", backend),
+        ignored = [name for name, value in (("-p", params), ("--config", config_file), ("--backend", backend),
                                             ("--n-envs", n_envs), ("--env-module", env_module)) if value]
-        if ignored:
-            raise UsageError(f"--resume continues the run as configured in {resume / checkpoint.CONFIG}; "
-                             f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
-                             "--stop-at, --stop-when may change)")
-        cfg = checkpoint.load_config(resume)
-        changes = {k: v for k, v in (("device", device and device.value), ("torch_threads", threads),
-                                     ("env_threads", env_threads), ("stop_at", stop_at),
-                                     ("stop_when", stop_when)) if v is not None}
-        cfg = cfg.model_copy(update=changes)
-        if steps is not None:
-            cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
-        if cfg.stop_when:
-            load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
-        directory = resume
-        done = int(checkpoint.load(resume).meta.get("steps", 0))
+        cfg, directory, done = resumed_config(resume, env_id, algo, ignored, runtime, steps)
         console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
     else:
         if env_id is None:
             raise UsageError("missing ENV: give an environment id (e.g. CartPole-v1) or --resume RUN_DIR")
-        from rlcli.envs import env_group, import_env_module
-        from rlcli.envs.registry import resolve_backend
-
         import_env_module(env_module)
-        backend_name = (backend or Backend.auto).value
-        resolve_backend(env_id, backend_name)  # unknown ids fail here, with close matches
-        overrides = parse_overrides(params or [])
-        overrides = deep_merge(overrides, {k: v for k, v in (("steps", steps), ("n_envs", n_envs))
-                                           if v is not None})
-        algo_name = (algo or Algo.ppo).value
-        cfg = load_run_config(
-            algo_name, EnvConfig(id=env_id, backend=backend_name, env_module=env_module),
-            env_group(env_id), config_file=config_file, overrides=overrides, seed=seed,
-            device=(device or Device.auto).value, torch_threads=threads, env_threads=env_threads,
-            stop_at=stop_at, stop_when=stop_when,
-            eval=EvalConfig(every=0, episodes=eval_episodes))
-        # about 20 evaluations (and checkpoints) per run unless asked otherwise
-        every = eval_every if eval_every is not None else max(cfg.algo.steps // 20, 1)
-        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every": every})})
-        check_env_fits(cfg)
-        if cfg.stop_when:
-            load_stop_hook(cfg.stop_when)
-        directory = run_dir or default_run_dir(env_id, algo_name, seed)
-        if (directory / checkpoint.CONFIG).exists():
-            raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
-                             " or choose another --run-dir")
-        console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
-                      f"({cfg.algo.n_envs} envs) -> {directory}")
+        env_id, note = resolve_env_id(env_id)
+        if note:
+            console.print(note)
+        overrides = deep_merge(parse_overrides(params or []), {k: v for k, v in (("steps", steps), ("n_envs", n_envs))
+                                                               if v is not None})
+        cfg = resolve(algo or DEFAULT, env_id, backend=(backend or Backend.auto).value, env_module=env_module,
+                      config_file=config_file, overrides=overrides, seed=seed,
+                      eval_every=eval_every, eval_episodes=eval_episodes,
+                      **{**runtime, "device": runtime["device"] or Device.auto.value})
+        directory = run_dir or default_run_dir(env_id, cfg.algo.algo, seed)
+        check_new_run(cfg, directory)
+        done = 0
+    run_with_display(console, cfg, directory, done, wandb_project if track else None, resume is not None,
+                     save_buffer)
 
+
+def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
+                   runtime: dict[str, Any], steps: int | None) -> tuple[RunConfig, Path, int]:
+    """The config a resumed run continues with: the saved one, with the settings that may change."""
+    if not resume.is_dir():
+        raise UsageError(f"--resume {resume}: there is no run directory there")
+    run = RunDir.open(resume)
+    cfg = run.cfg
+    if env_id is not None and resolve_env_id(env_id)[0] != cfg.env.id and env_id != cfg.env.id:
+        ignored.insert(0, f"ENV ({env_id}; the run trains {cfg.env.id})")
+    if algo is not None and algo != cfg.algo.algo:
+        ignored.insert(0, f"--algo ({algo}; the run trains {cfg.algo.algo})")
+    if ignored:
+        raise UsageError(f"--resume continues the run as configured in {resume / CONFIG}; "
+                         f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
+                         "--stop-at, --stop-when may change)")
+    cfg = cfg.model_copy(update={k: v for k, v in runtime.items() if v is not None})
+    if steps is not None:
+        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
+    if cfg.stop_when:
+        load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
+    return cfg, resume, run.steps
+
+
+def check_new_run(cfg: RunConfig, directory: Path) -> None:
+    """What a new run can fail on before its envs are built: the stop hook and the directory (the spaces
+    are checked as the agent is built, before anything is written)."""
+    if cfg.stop_when:
+        load_stop_hook(cfg.stop_when)
+    if (directory / CONFIG).exists():
+        raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
+                         " or choose another --run-dir")
+
+
+def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: int, wandb_project: str | None,
+                     resume: bool, save_buffer: bool) -> None:
+    """Trains with the progress display, then prints the evaluated return (or how to resume)."""
     display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
+    session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer)  # spaces checked here
+    if not resume:
+        console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
+                      f"({cfg.algo.n_envs} envs) -> {directory}")
     try:
         with display.progress:
-            state = run_training(cfg, directory, [display], wandb_project if track else None,
-                                 resume=resume is not None, save_buffer=save_buffer)
+            state = run(session)
     except TrainingInterrupted as e:
         console.print(f"\nInterrupted at step {e.state.step:,}; checkpoint saved in {directory}.\n"
                       f"Resume with: rlcli train --resume {directory}")
         raise typer.Exit(130) from None
+    except TrainingDiverged as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     console.print(
         f"Evaluated return: {state.eval_return:.2f} ± {state.eval_std:.2f} over "
         f"{cfg.eval.episodes} episodes at {state.step:,} steps "
         f"(best {state.best_eval:.2f}); {state.sps:,.0f} steps/s, "
         f"{time.perf_counter() - start:.1f} s.\nSaved to {directory}; "
         f"try: rlcli eval {directory}   rlcli play {directory} --video out.mp4")
-

@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from rlcli.cli import app
-from rlcli.cli.options import Algo, Backend, Device
+from rlcli.algos import DEFAULT
+from rlcli.cli.app import app
+from rlcli.cli.options import AlgoName, Backend, Device
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
 
@@ -35,7 +36,7 @@ class Pruner(str, Enum):
 def tune(
     env_ids: Annotated[list[str], typer.Argument(metavar="ENV...", help="Environment id(s); several are scored "
                                                  "by their mean normalised return.", show_default=False)],
-    algo: Annotated[Algo, typer.Option("--algo", "-a", help="Algorithm.")] = Algo.ppo,
+    algo: AlgoName = None,
     trials: Annotated[int, typer.Option(min=1, help="Trials in the study, counting those of earlier runs.")] = 50,
     steps: Annotated[Optional[int], typer.Option(
         min=1, help="Env steps per training run \\[default: the env's tuned budget].", show_default=False)] = None,
@@ -67,7 +68,7 @@ def tune(
     from rlcli.tune.plan import plan_study
 
     console = Console(soft_wrap=True, highlight=False)
-    spec = plan_study(env_ids, algo.value, space_file=space, steps=steps, out=out, storage=storage,
+    spec = plan_study(env_ids, algo or DEFAULT, space_file=space, steps=steps, out=out, storage=storage,
                       study_name=study_name, threads=threads, backend=backend.value, env_module=env_module,
                       trials=trials, seeds_per_trial=seeds_per_trial, sampler=sampler.value, pruner=pruner.value,
                       startup_trials=startup_trials, evaluations=evaluations, eval_episodes=eval_episodes, jobs=jobs,

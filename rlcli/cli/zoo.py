@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rlcli.cli import app
+from rlcli.cli.app import app
 from rlcli.runs import ZooAgent, zoo_agents, zoo_dir
 
 

@@ -8,7 +8,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from rlcli.config import EnvConfig, EvalConfig, RunConfig, deep_merge, hyperparams_for, load_run_config
+from rlcli.algos import resolve
+from rlcli.config import RunConfig, deep_merge, hyperparams_for
+from rlcli.envs import env_group
 from rlcli.errors import UsageError
 from rlcli.runs import safe_name
 from rlcli.scores import normalization_for, normalizations
@@ -25,8 +27,6 @@ class TrialFailed(Exception):
 
 def base_hyperparams(spec: TuneSpec, env_id: str) -> dict[str, Any]:
     """The env's merged hyperparameters (default <- group <- env entry) that a trial's sample overrides."""
-    from rlcli.envs.registry import env_group
-
     return hyperparams_for(spec.algo, env_id, env_group(env_id))
 
 
@@ -53,13 +53,10 @@ def stored_overrides(user_attrs: dict[str, Any], env_ids: tuple[str, ...]) -> di
 def run_config(spec: TuneSpec, env_id: str, seed: int, overrides: dict[str, Any], every: int) -> RunConfig:
     """The config of one training run of a trial: the env's hyperparameters with the trial's overrides,
     evaluated every ``every`` env steps. A UsageError when the sample is invalid for this env."""
-    from rlcli.envs.registry import env_group
-
-    return load_run_config(
-        spec.algo, EnvConfig(id=env_id, backend=spec.backend, env_module=spec.env_module), env_group(env_id),
-        overrides=deep_merge(overrides, {"steps": spec.steps}), seed=seed, device=spec.device,
-        torch_threads=spec.threads, env_threads=spec.threads,
-        eval=EvalConfig(every=every, episodes=spec.eval_episodes))
+    return resolve(spec.algo, env_id, backend=spec.backend, env_module=spec.env_module,
+                   overrides=deep_merge(overrides, {"steps": spec.steps}), seed=seed, device=spec.device,
+                   torch_threads=spec.threads, env_threads=spec.threads,
+                   eval_every=every, eval_episodes=spec.eval_episodes)
 
 
 def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callable[[], None] | None = None) -> float:
@@ -70,7 +67,7 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
     import optuna
     from optuna.exceptions import UpdateFinishedTrialError
 
-    from rlcli.train import TrainingInterrupted, TrainState, train
+    from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, train
 
     by_env = trial_overrides(trial, spec, space)
     trial.set_user_attr("hyperparams", by_env[spec.env_ids[0]])  # what the display and summary show
@@ -116,6 +113,9 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
             raise
         except TrainingInterrupted:
             raise KeyboardInterrupt from None
+        except TrainingDiverged as e:
+            raise TrialFailed(f"diverged: {e.quantity} is not finite at step {e.state.step:,} ({env_id}, seed {seed})"
+                              ) from None
         except Exception as e:  # a crash of one trial's training, or a failed report, must not end the study
             raise TrialFailed(f"{describe_error(e)} ({env_id}, seed {seed})") from None
         final = _score(env_id, state.eval_return, len(spec.env_ids) > 1)

@@ -7,8 +7,14 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from rlcli.agents import check_env_fits
+from rlcli.algos import resolve
+from rlcli.config import hyperparams_for
+from rlcli.envs import env_group, import_env_module
+from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
 from rlcli.tune.objective import check_normalisable
+from rlcli.tune.space import default_space, load_space
 from rlcli.tune.spec import TuneSpec, default_study_dir
 from rlcli.tune.storage import redact
 
@@ -27,15 +33,9 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
     """The spec of a study of ``algo`` on ``env_ids`` (duplicates dropped), once everything it names has
     been checked; creates the study directory. ``steps`` defaults to the largest tuned budget of the envs,
     ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields, as given."""
-    from rlcli.config import EnvConfig, hyperparams_for, load_run_config
-    from rlcli.envs import env_group, import_env_module
-    from rlcli.envs.registry import resolve_backend
-    from rlcli.train import check_env_fits
-    from rlcli.tune.space import default_space, load_space
-
     check_packages(settings.get("sampler", "tpe"))
-    ids = tuple(dict.fromkeys(env_ids))
     import_env_module(env_module)
+    ids = tuple(dict.fromkeys(resolve_env_id(env_id)[0] for env_id in env_ids))
     for env_id in ids:
         resolve_backend(env_id, backend)  # unknown ids fail here, with close matches
     check_normalisable(ids)
@@ -44,8 +44,7 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
     for env_id in ids:
         bases[env_id] = hyperparams_for(algo, env_id, env_group(env_id))
         search.check(bases[env_id], f" for {env_id}" if len(ids) > 1 else "")
-        check_env_fits(load_run_config(algo, EnvConfig(id=env_id, backend=backend, env_module=env_module),
-                                       env_group(env_id)))
+        check_env_fits(resolve(algo, env_id, backend=backend, env_module=env_module))
     budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
     directory = out or default_study_dir(ids, algo)
     directory.mkdir(parents=True, exist_ok=True)

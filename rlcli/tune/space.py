@@ -25,44 +25,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from rlcli.config import ALGOS, build_algo_config, deep_merge, load_yaml
+from rlcli.algos import spec_for
+from rlcli.config import build_algo_config, deep_merge, load_yaml
 from rlcli.errors import UsageError
 
-# Powers of two throughout the rollout shape: any n_envs x n_steps here is a multiple of every
-# minibatch count, so the minibatch size is an integer for every combination.
-PPO_SPACE: dict[str, Any] = {
-    "learning_rate": {"low": 1.0e-5, "high": 3.0e-3, "log": True},
-    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
-    "gae_lambda": [0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0],
-    "n_envs": [4, 8, 16, 32, 64],
-    "n_steps": [16, 32, 64, 128, 256, 512],
-    "minibatch_size": {"minibatches": [1, 2, 4, 8, 16, 32]},
-    "n_epochs": [1, 3, 5, 10, 20],
-    "clip_range": [0.1, 0.2, 0.3, 0.4],
-    "ent_coef": {"low": 1.0e-8, "high": 0.1, "log": True},
-    "network.hidden": [[64, 64], [128, 128], [256, 256], [256, 128, 64]],
-    "network.activation": ["tanh", "relu", "elu"],
-}
-
-SAC_SPACE: dict[str, Any] = {
-    "learning_rate": {"targets": ["actor_lr", "critic_lr", "alpha_lr"], "low": 1.0e-5, "high": 3.0e-3,
-                      "log": True},
-    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
-    "target_update_rate": {"low": 1.0e-3, "high": 0.05, "log": True},
-    "batch_size": [64, 128, 256, 512],
-    "utd_ratio": [0.5, 1.0, 2.0],
-    "learning_starts": [1000, 5000, 10000, 20000],
-    "network": {"targets": ["actor_hidden", "critic_hidden"], "choices": [[64, 64], [256, 256], [400, 300]]},
-}
-
-SPACES = {"ppo": PPO_SPACE, "sac": SAC_SPACE}
-# fields whose valid values depend on one another's (the config models' cross-field checks): a space
-# is checked in every combination of the parameters that set them
-COUPLED: dict[str, tuple[str, ...]] = {
-    "ppo": ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk"),
-    "sac": (),
-}
 SIGNIFICANT_DIGITS = 3
+ENV_KWARGS = "env_kwargs"
 
 
 @dataclass(frozen=True)
@@ -88,8 +56,7 @@ class SearchSpace:
     """A parsed, checked search space for one algorithm."""
 
     def __init__(self, algo: str, data: dict[str, Any], source: str) -> None:
-        if algo not in ALGOS:
-            raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(ALGOS)}")
+        spec_for(algo)
         self.algo, self.data, self.source = algo, data, source
         self.params = [_parse(algo, key, spec, source) for key, spec in data.items()]
         if not self.params:
@@ -116,7 +83,7 @@ class SearchSpace:
                 flat[target] = value
         for param in self.params:
             if param.kind == "minibatches":
-                rollout = _get(flat, base, "n_envs") * _get(flat, base, "n_steps")
+                rollout = _get(self.algo, flat, base, "n_envs") * _get(self.algo, flat, base, "n_steps")
                 count = trial.suggest_categorical(param.study_name, list(param.choices))
                 flat["minibatch_size"] = rollout // count
         overrides: dict[str, Any] = {}
@@ -139,7 +106,8 @@ class SearchSpace:
                             f"{self.source}: minibatches {count} does not divide the rollout "
                             f"n_envs*n_steps = {n_envs}*{n_steps}{where}; use counts that divide every "
                             "rollout, e.g. powers of two with power-of-two n_envs and n_steps")
-        coupled = [p for p in self.params if p.kind == "minibatches" or set(p.targets) & set(COUPLED[self.algo])]
+        fields = set(spec_for(self.algo).coupled)
+        coupled = [p for p in self.params if p.kind == "minibatches" or set(p.targets) & fields]
         first = {p.study_name: _extremes(p)[0] for p in self.params}
         # the constraints among coupled fields are monotonic (minibatch_size <= n_envs * n_steps), so the
         # bounds of a range stand for the values between them
@@ -160,9 +128,7 @@ class SearchSpace:
 
 def default_space(algo: str) -> SearchSpace:
     """The built-in search space of ``algo``."""
-    if algo not in SPACES:
-        raise UsageError(f"unknown algorithm '{algo}'; choose one of: {', '.join(SPACES)}")
-    return SearchSpace(algo, SPACES[algo], f"the built-in {algo} search space")
+    return SearchSpace(algo, spec_for(algo).search_space, f"the built-in {algo} search space")
 
 
 def load_space(path: Path, algo: str) -> SearchSpace:
@@ -225,7 +191,8 @@ def _parse(algo: str, key: str, spec: Any, source: str) -> Param:
         _check_field(algo, target, source)
     if "minibatches" in spec:
         counts = spec["minibatches"]
-        if algo != "ppo" or targets != ("minibatch_size",):
+        rollout = {"minibatch_size", "n_envs", "n_steps"}
+        if targets != ("minibatch_size",) or not rollout <= set(spec_for(algo).config.model_fields):
             raise UsageError(f"{where}: minibatches applies to PPO's minibatch_size only")
         if not (isinstance(counts, list) and counts and all(isinstance(c, int) and c > 0 for c in counts)):
             raise UsageError(f"{where}: minibatches must be a list of positive integers, e.g. [1, 2, 4, 8]")
@@ -255,7 +222,9 @@ def _parse(algo: str, key: str, spec: Any, source: str) -> Param:
 
 
 def _check_field(algo: str, dotted: str, source: str) -> None:
-    model: type[BaseModel] = ALGOS[algo]
+    if dotted == ENV_KWARGS or dotted.startswith(ENV_KWARGS + "."):
+        return  # the env's keywords, which hyperparameter files give beside the algorithm's
+    model: type[BaseModel] = spec_for(algo).config
     parts = dotted.split(".")
     for i, part in enumerate(parts):
         fields = model.model_fields
@@ -280,7 +249,7 @@ def _choices_of(space: SearchSpace, base: dict[str, Any], key: str, where: str) 
                 raise UsageError(f"{space.source}: with minibatches, '{key}' must be a list of choices, so that "
                                  "every rollout shape can be checked to divide")
             return [int(c) for c in param.choices]
-    return [int(base.get(key, ALGOS[space.algo].model_fields[key].default))]
+    return [int(base.get(key, spec_for(space.algo).config.model_fields[key].default))]
 
 
 def _extremes(param: Param) -> list[Any]:
@@ -289,8 +258,8 @@ def _extremes(param: Param) -> list[Any]:
     return [param.low, param.high]
 
 
-def _get(flat: dict[str, Any], base: dict[str, Any], key: str) -> int:
-    return int(flat[key] if key in flat else base.get(key, ALGOS["ppo"].model_fields[key].default))
+def _get(algo: str, flat: dict[str, Any], base: dict[str, Any], key: str) -> int:
+    return int(flat[key] if key in flat else base.get(key, spec_for(algo).config.model_fields[key].default))
 
 
 def _label(choice: Any) -> Any:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from rlcli.algos import DEFAULT
 from rlcli.config import Frozen
 from rlcli.runs import safe_name
 from rlcli.tune.space import SearchSpace
@@ -22,7 +23,7 @@ class TuneSpec(Frozen):
     """Everything a tuning worker needs; sent as JSON to worker processes."""
 
     env_ids: tuple[str, ...]
-    algo: Literal["ppo", "sac"] = "ppo"
+    algo: str = DEFAULT  # a registered algorithm (rlcli.algos)
     trials: Annotated[int, Field(gt=0)] = 50  # the study's total, over every run of the command
     steps: Annotated[int, Field(gt=0)] = 100_000  # env steps per training run
     seeds_per_trial: Annotated[int, Field(gt=0)] = 1

@@ -1,0 +1,69 @@
+"""The front door: the env, agent and learner of a RunConfig, and an agent from a run directory."""
+
+from __future__ import annotations
+
+import torch
+
+from rlcli.algos import spec_for
+from rlcli.algos.base import Agent, Learner
+from rlcli.config import RunConfig
+from rlcli.envs import VecEnv, import_env_module, make_vec_env
+from rlcli.errors import CheckpointError, UsageError
+from rlcli.rundir import RunDir
+from rlcli.threads import ThreadPlan, available_cores
+
+EVAL_ENVS = 8  # `rlcli eval` and publish: the setting every published evaluation of a run was made with
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
+    return torch.device(name)
+
+
+def thread_plan(cfg: RunConfig) -> ThreadPlan:
+    """Torch threads for acting and updating: ``torch_threads`` for both where set, else the algorithm's
+    own plan over the cores this process may use (at most 16)."""
+    if cfg.torch_threads is not None:
+        return ThreadPlan(cfg.torch_threads, cfg.torch_threads)
+    return spec_for(cfg.algo.algo).thread_plan(cfg, min(available_cores(), 16))
+
+
+def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None) -> VecEnv:
+    import_env_module(cfg.env.env_module)
+    return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.env.kwargs),
+                        render_mode=render_mode, threads=cfg.env_threads)
+
+
+def check_env_fits(cfg: RunConfig) -> None:
+    """Raises a UsageError when the algorithm cannot act in the environment (e.g. SAC on Discrete)."""
+    env = make_env(cfg, 1, cfg.seed)
+    try:
+        spec_for(cfg.algo.algo).check_spaces(env.single_observation_space, env.single_action_space)
+    finally:
+        env.close()
+
+
+def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> Agent:
+    """The configured agent for ``env``'s spaces; a UsageError where the algorithm cannot act in them."""
+    spec = spec_for(cfg.algo.algo)
+    spec.check_spaces(env.single_observation_space, env.single_action_space)
+    return spec.agent(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device)
+
+
+def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: ThreadPlan) -> Learner:
+    return spec_for(cfg.algo.algo).learner(env, agent, cfg.algo, plan)
+
+
+def agent_from_run(run: RunDir, env: VecEnv, device: torch.device, best: bool = False) -> Agent:
+    """An agent with a saved run's weights and normalisation statistics (``best``: the best evaluated)."""
+    agent = build_agent(run.cfg, env, device)
+    try:
+        agent.load_state_dict(run.model(best))
+    except RuntimeError as e:
+        raise CheckpointError(
+            f"{run.path}: weights do not fit the configured network ({str(e).splitlines()[0]})"
+        ) from None
+    return agent

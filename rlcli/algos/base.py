@@ -1,0 +1,132 @@
+"""What an algorithm is to the rest of rlcli: a registry entry (``AlgoSpec``) and the agent protocols
+the learners, evaluation, export and checkpoints use, and nothing else of an agent.
+
+Later capabilities are properties of the network and the batch, not new loops: a policy carrying
+recurrent state, an action mask arriving with the observation, a privileged part of the observation
+for the critic and several agents' rows in one env step all live in the agent's ``new_rollout``
+storage, its ``sample`` output and its ``policy()`` module, whose shapes the learners never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from rlcli.config import AlgoConfig, RunConfig
+from rlcli.threads import ThreadPlan
+
+if TYPE_CHECKING:
+    from rlcli.buffers import ReplayBatch, RolloutBatch, RolloutBuffer
+    from rlcli.envs import VecEnv
+    from rlcli.nets import PolicySample
+    from rlcli.optim import Adam
+
+Metrics = Mapping[str, float | torch.Tensor]  # name -> value; tensors are read once per iteration
+
+
+class Agent(Protocol):
+    """Every agent: an ``nn.Module`` whose ``state_dict`` is its whole model (weights and normalisation
+    statistics), with what a checkpoint needs beyond it and the module that acts."""
+
+    device: torch.device
+
+    def policy(self, deterministic: bool = True) -> nn.Module:
+        """Raw observations -> env actions with the statistics frozen: what predict, evaluation, play and
+        export run (export serialises this module and checks the file against it)."""
+        ...
+
+    def optimizers(self) -> dict[str, Adam]: ...
+
+    def extra_state(self) -> dict[str, Any]:
+        """What a resume needs beyond tensors (a schedule's position), as JSON values."""
+        ...
+
+    def load_extra_state(self, state: dict[str, Any]) -> None: ...
+
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> Any: ...
+
+
+class OnPolicyAgent(Agent, Protocol):
+    """What the rollout collector and the on-policy learner use."""
+
+    def new_rollout(self, n_envs: int) -> RolloutBuffer: ...
+
+    def observe(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations as stored and acted on, the normalisation statistics updated with them."""
+        ...
+
+    def sample(self, obs: torch.Tensor) -> PolicySample:
+        """Actions for observed rows; the critic's half is left to ``value_of``, which runs while the envs step."""
+        ...
+
+    def value_of(self, sample: PolicySample) -> torch.Tensor: ...
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values of raw observations (a rollout's bootstrap)."""
+        ...
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor: ...
+
+    def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor: ...
+
+    def update(self, batch: RolloutBatch, progress: float) -> Metrics:
+        """Learns from one rollout; ``progress`` is the fraction of training done, in [0, 1]."""
+        ...
+
+
+class OffPolicyAgent(Agent, Protocol):
+    """What the off-policy learner uses."""
+
+    def observe(self, obs: torch.Tensor, real: torch.Tensor) -> None: ...
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Env actions drawn for raw observations."""
+        ...
+
+    def update(self, batch: ReplayBatch) -> Metrics:
+        """One gradient step; metrics stay tensors (a metric missing from a step was not measured then)."""
+        ...
+
+
+class Learner(Protocol):
+    """One training iteration at a time: collect experience and learn from it."""
+
+    def iterate(self, step: int) -> tuple[int, dict[str, float]]:
+        """Returns (env steps taken, metrics)."""
+        ...
+
+    def drain_episodes(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the training episodes finished since the last call."""
+        ...
+
+    def buffer_tensors(self) -> dict[str, torch.Tensor]: ...
+
+    def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None: ...
+
+
+AgentFactory = Callable[[Any, gym.Space, gym.Space, int, torch.device], Agent]
+LearnerFactory = Callable[["VecEnv", Any, Any, ThreadPlan], Learner]
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    """Everything rlcli knows of one algorithm, by its name: the command line's choices, the config
+    models, tuning's search space and each lookup derive from these entries."""
+
+    name: str
+    config: type[AlgoConfig]
+    agent: AgentFactory  # (algo config, observation space, action space, n_envs, device) -> agent
+    learner: LearnerFactory  # (env, agent, algo config, thread plan) -> learner
+    check_spaces: Callable[[gym.Space, gym.Space], None]  # raises a UsageError where it cannot act
+    thread_plan: Callable[[RunConfig, int], ThreadPlan]  # (run config, cores) -> the default plan
+    search_space: dict[str, Any] = field(default_factory=dict)  # rlcli.tune.space's format
+    coupled: tuple[str, ...] = ()  # fields that constrain one another, tried in every combination
+    hyperparams: Path | None = None  # its tuned hyperparameters; None: the shipped hyperparams/NAME.yml

@@ -1,0 +1,140 @@
+"""One run directory, read once: its config, meta, evaluation history, models, optimiser and replay files.
+
+Training writes it through ``save`` (every file atomically, meta last, so a save cut short leaves the
+previous complete checkpoint loadable), evaluation through ``record_eval``/``save_best``; eval, play,
+export, publish and resume read it through ``open``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from pydantic import ValidationError
+
+import rlcli.algos  # noqa: F401  (registers the algorithms, whose config models a run's config names)
+from rlcli import checkpoint
+from rlcli.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY
+from rlcli.config import RunConfig, describe_validation_error, dump_config
+from rlcli.errors import CheckpointError
+
+HF_PREFIX = "hf://"
+
+
+def safe_repo_name(repo_id: str) -> str:
+    """``user/name`` -> ``user__name``, for directory names."""
+    return repo_id.replace("/", "__")
+
+
+def cached_repo_id(path: Path) -> str | None:
+    """``user/name`` when ``path`` is a snapshot in huggingface_hub's cache (``models--user--name/
+    snapshots/REVISION``), which must stay as downloaded; else None."""
+    path = Path(os.path.abspath(path))
+    repo = path.parent.parent.name
+    if path.parent.name != "snapshots" or not repo.startswith("models--"):
+        return None
+    user, _, name = repo.removeprefix("models--").partition("--")  # repo ids cannot hold "--"
+    return f"{user}/{name}" if user and name else None
+
+
+def run_takes_output(run_dir: Path) -> bool:
+    """False for a run whose directory should not be written into: a Hub cache snapshot, or a
+    folder this user cannot write (an agent installed with the package)."""
+    return cached_repo_id(run_dir) is None and os.access(run_dir, os.W_OK)
+
+
+def load_config(path: Path) -> RunConfig:
+    """The config of the run in ``path``; a CheckpointError where there is none or it does not validate."""
+    file = path / CONFIG
+    if not file.is_file():
+        raise CheckpointError(f"{path} is not an rlcli run directory (no {CONFIG})")
+    try:
+        return RunConfig.model_validate(yaml.safe_load(file.read_text()))
+    except yaml.YAMLError as e:
+        raise CheckpointError(f"{file} is not valid YAML: {str(e).splitlines()[0]}") from None
+    except ValidationError as e:
+        raise CheckpointError(f"{file}: {describe_validation_error(e, RunConfig)}") from None
+
+
+def eval_history(path: Path) -> list[dict[str, Any]]:
+    """Every evaluation in the run's ``eval.json``, oldest first (each with its env ``step`` and
+    ``mean_return``); empty when there is none or the file is unreadable, which training then rewrites."""
+    file = path / EVAL
+    try:
+        history = json.loads(file.read_text()).get("history", []) if file.is_file() else []
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return []
+    return [e for e in history if isinstance(e, dict) and "step" in e and "mean_return" in e]
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    file = path / META
+    try:
+        meta = json.loads(file.read_text()) if file.is_file() else {}
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{file} is not valid JSON") from None
+    return meta if isinstance(meta, dict) else {}
+
+
+class RunDir:
+    """A run directory and what was read of it. ``steps`` is the env step of its last checkpoint."""
+
+    def __init__(self, path: Path, cfg: RunConfig, meta: dict[str, Any] | None = None,
+                 history: list[dict[str, Any]] | None = None) -> None:
+        self.path, self.cfg = Path(path), cfg
+        self.meta: dict[str, Any] = meta or {}
+        self.history: list[dict[str, Any]] = history or []
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run; a CheckpointError naming what is missing or broken."""
+        path = Path(path)
+        if not path.is_dir():
+            raise CheckpointError(f"there is no run directory at {path}")
+        return cls(path, load_config(path), read_meta(path), eval_history(path))
+
+    @property
+    def steps(self) -> int:
+        return int(self.meta.get("steps", 0))
+
+    def model(self, best: bool = False, *, resuming: bool = False) -> dict[str, torch.Tensor]:
+        """The last saved model's tensors, or the best evaluated one's; ``resuming`` also checks that the
+        file is the one of the last checkpoint."""
+        if best:
+            return checkpoint.load_tensors(self.path / BEST_DIR / MODEL)
+        return checkpoint.load_tensors(self.path / MODEL, self.steps if resuming else None)
+
+    def optimizer(self) -> dict[str, torch.Tensor] | None:
+        """The optimiser state saved with the last checkpoint; None for a run saved without one."""
+        file = self.path / OPTIMIZER
+        return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
+
+    def replay(self) -> dict[str, torch.Tensor] | None:
+        file = self.path / REPLAY
+        return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
+
+    def save(self, model: dict[str, torch.Tensor], optimizer: dict[str, torch.Tensor] | None,
+             meta: dict[str, Any], replay: dict[str, torch.Tensor] | None = None) -> None:
+        """A whole checkpoint at ``meta["steps"]``: every file written beside its old one before any is
+        replaced, meta last; the tensor files are stamped with the step, so that a save cut short between
+        renames is detected on resume. A failed write leaves the previous checkpoint whole."""
+        step = meta.get("steps")
+        meta = {**meta, "versions": checkpoint.environment_versions(), "git_commit": checkpoint.git_commit()}
+        files = {self.path / name: checkpoint.tensor_bytes(tensors, step)
+                 for name, tensors in ((REPLAY, replay), (MODEL, model), (OPTIMIZER, optimizer)) if tensors is not None}
+        files[self.path / CONFIG] = dump_config(self.cfg).encode()
+        files[self.path / META] = (json.dumps(meta, indent=2) + "\n").encode()
+        checkpoint.write_files(files)
+        self.meta = meta
+
+    def record_eval(self, entry: dict[str, Any]) -> None:
+        """Appends an evaluation (with its ``step``) to the history and rewrites ``eval.json``."""
+        self.history.append(entry)
+        checkpoint.write_json(self.path / EVAL, {"latest": entry, "history": self.history})
+
+    def save_best(self, model: dict[str, torch.Tensor]) -> None:
+        checkpoint.save_tensors(self.path / BEST_DIR / MODEL, model)
