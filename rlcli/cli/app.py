@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from rlcli.algos import REGISTRY
 from rlcli.errors import StorageError, UsageError
 
 try:  # recent typer ships its own copy of click; older ones use click itself
@@ -59,7 +60,7 @@ def debugging(ctx: Any) -> bool:
 
 
 app = typer.Typer(cls=_Commands, no_args_is_help=True, add_completion=False,
-                  help="Train, evaluate and watch reinforcement-learning agents (PPO, SAC).",
+                  help=f"Train, evaluate and watch reinforcement-learning agents ({', '.join(REGISTRY).upper()}).",
                   pretty_exceptions_enable=False)
 
 
