@@ -80,6 +80,10 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def _json(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2) + "\n").encode()
+
+
 class RunDir:
     """A run directory and what was read of it. ``steps`` is the env step of its last checkpoint."""
 
@@ -127,14 +131,16 @@ class RunDir:
         files = {self.path / name: checkpoint.tensor_bytes(tensors, step)
                  for name, tensors in ((REPLAY, replay), (MODEL, model), (OPTIMIZER, optimizer)) if tensors is not None}
         files[self.path / CONFIG] = dump_config(self.cfg).encode()
-        files[self.path / META] = (json.dumps(meta, indent=2) + "\n").encode()
+        if self.history:
+            files[self.path / EVAL] = _json({"latest": self.history[-1], "history": self.history})
+        files[self.path / META] = _json(meta)
         checkpoint.write_files(files)
         self.meta = meta
 
     def record_eval(self, entry: dict[str, Any]) -> None:
-        """Appends an evaluation (with its ``step``) to the history and rewrites ``eval.json``."""
+        """Appends an evaluation (with its ``step``) to the history, which the next ``save`` writes with the
+        checkpoint it belongs to."""
         self.history.append(entry)
-        checkpoint.write_json(self.path / EVAL, {"latest": entry, "history": self.history})
 
     def save_best(self, model: dict[str, torch.Tensor]) -> None:
         checkpoint.save_tensors(self.path / BEST_DIR / MODEL, model)

@@ -67,6 +67,7 @@ def test_a_write_that_fails_is_one_line_and_leaves_the_run_loadable(tmp_path, mo
         f"error: cannot write {run / 'model.safetensors'}: No space left on device"
     saved = RunDir.open(run)
     assert saved.steps == 0 and (run / "config.yaml").is_file() and saved.model(resuming=True)
+    assert not saved.history, "the evaluation whose checkpoint failed is not recorded either"
     assert not list(run.glob(".*")), "no temporary file is left behind"
 
 
