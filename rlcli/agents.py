@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from rlcli.algos import spec_for
@@ -60,10 +62,14 @@ def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: ThreadPlan) -
 def agent_from_run(run: RunDir, env: VecEnv, device: torch.device, best: bool = False) -> Agent:
     """An agent with a saved run's weights and normalisation statistics (``best``: the best evaluated)."""
     agent = build_agent(run.cfg, env, device)
-    try:
-        agent.load_state_dict(run.model(best))
-    except RuntimeError as e:
-        raise CheckpointError(
-            f"{run.path}: weights do not fit the configured network ({str(e).splitlines()[0]})"
-        ) from None
+    load_model(agent, run.model(best), run.path)
     return agent
+
+
+def load_model(agent: Agent, model: dict[str, torch.Tensor], where: Path) -> None:
+    """``model`` into ``agent``; a CheckpointError naming ``where`` when the weights do not fit its network."""
+    try:
+        agent.load_state_dict(model)
+    except RuntimeError as e:
+        raise CheckpointError(f"{where}: weights do not fit the configured network ({str(e).splitlines()[0]})"
+                              ) from None

@@ -117,7 +117,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         example = torch.as_tensor(pool[:2])  # two rows: a batch of one could be specialised
         run_file = _export_onnx(module, example, staging) if fmt == "onnx" else _export_torchscript(
             module, example, staging)
-        max_diff, near_ties = compare(module, run_file, obs)
+        # against the live agent's policy, not the copy that was exported
+        max_diff, near_ties = compare(agent.policy(deterministic=True), run_file, obs)
         if not max_diff <= TOLERANCE:
             raise ExportCheckError(
                 f"the exported {fmt} policy does not match the PyTorch policy: max |Δaction| = {max_diff:.3g} "

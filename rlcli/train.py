@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from rlcli import interrupts
-from rlcli.agents import build_agent, build_learner, make_env, resolve_device, thread_plan
+from rlcli.agents import build_agent, build_learner, load_model, make_env, resolve_device, thread_plan
+from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
 from rlcli.checkpoint import load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
@@ -29,6 +30,7 @@ from rlcli.evaluation import evaluate
 from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
 from rlcli.rundir import RunDir
+from rlcli.threads import ThreadPlan
 
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as
 # the longest episode rather than two of them
@@ -142,14 +144,27 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     torch.set_num_threads(plan.acting)
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start)
     eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
+    sinks: list[MetricSink] = []
     try:
-        agent = build_agent(cfg, env, resolve_device(cfg.device))
-    except BaseException:  # spaces the algorithm cannot act in: nothing was written
-        env.close()
-        eval_env.close()
+        return assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer)
+    except BaseException:  # spaces the algorithm cannot act in, a broken checkpoint, a full disk, Ctrl-C
+        try:
+            for sink in sinks:
+                sink.close()
+        finally:
+            env.close()
+            eval_env.close()
         raise
+
+
+def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink], plan: ThreadPlan,
+             callbacks: Sequence[Callback], wandb_project: str | None, resume: bool, save_buffer: bool) -> Session:
+    """The agent (with a resumed run's weights, optimiser and schedule), learner and sinks (added to ``sinks``
+    as they open) of a session, and a new run's step-0 checkpoint."""
+    cfg, meta, start, run_dir = run.cfg, run.meta, run.steps, run.path
+    agent = build_agent(cfg, env, resolve_device(cfg.device))
     if resume:
-        agent.load_state_dict(run.model(resuming=True))
+        load_model(agent, run.model(resuming=True), run.path)
         optimizer = run.optimizer()
         if optimizer is not None:
             load_optimizer_tensors(agent.optimizers(), optimizer)
@@ -162,7 +177,8 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     if replay is not None:
         learner.load_buffer_tensors(replay)
     run_dir.mkdir(parents=True, exist_ok=True)
-    sinks: list[MetricSink] = [TensorBoardSink(run_dir / "tb"), CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS)]
+    sinks.append(TensorBoardSink(run_dir / "tb"))
+    sinks.append(CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS + spec_for(cfg.algo.algo).optional_metrics))
     if wandb_project:
         wandb = WandbSink(wandb_project, run_dir, run_dir.name, cfg.model_dump(mode="json"),
                           resume_id=meta.get("wandb_id"))
@@ -237,8 +253,9 @@ def run_eval(session: Session) -> dict[str, float]:
     state.eval_return, state.eval_std = result.mean, result.std
     run.record_eval({"step": state.step, **result.as_dict()})
     if state.best_eval is None or result.mean >= state.best_eval:
-        state.best_eval = result.mean
-        run.save_best(model)
+        with interrupts.held():  # the best model and the figure it is best by change together
+            run.save_best(model)
+            state.best_eval = result.mean
     return {"eval/mean_return": result.mean, "eval/std_return": result.std}
 
 

@@ -93,3 +93,14 @@ def test_a_bare_env_name_resolves_to_its_newest_version_and_says_so(tmp_path):
     assert result.output.splitlines()[0] == "CartPole resolves to CartPole-v1"
     assert RunDir.open(tmp_path / "r").cfg.env.id == "CartPole-v1"
     assert math.isfinite(RunDir.open(tmp_path / "r").history[-1]["mean_return"])
+
+
+def test_resume_with_weights_that_do_not_fit_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(run), "--steps", "128", *SMALL]).exit_code == 0
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("- 64\n    - 64", "- 32\n    - 32"))
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "256"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].startswith(f"error: {run}: weights do not fit the configured network")
+    assert "Traceback" not in result.output

@@ -130,3 +130,4 @@ class AlgoSpec:
     search_space: dict[str, Any] = field(default_factory=dict)  # rlcli.tune.space's format
     coupled: tuple[str, ...] = ()  # fields that constrain one another, tried in every combination
     hyperparams: Path | None = None  # its tuned hyperparameters; None: the shipped hyperparams/NAME.yml
+    optional_metrics: tuple[str, ...] = ()  # metrics some iterations lack: columns of metrics.csv all the same

@@ -70,6 +70,10 @@ SEARCH_SPACE: dict[str, Any] = {
 }
 
 
+# measured on the steps that move the actor (every policy_delay-th): an iteration may have none
+ACTOR_METRICS = ("losses/actor", "losses/alpha", "charts/entropy")
+
+
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     """Every core for both: SAC steps one env and is bound by its update."""
     return ThreadPlan(cores, cores)

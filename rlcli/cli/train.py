@@ -154,11 +154,11 @@ def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: in
     """Trains with the progress display, then prints the evaluated return (or how to resume)."""
     display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
-    session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer)  # spaces checked here
-    if not resume:
-        console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
-                      f"({cfg.algo.n_envs} envs) -> {directory}")
     try:
+        session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer)  # spaces checked here
+        if not resume:
+            console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
+                          f"({cfg.algo.n_envs} envs) -> {directory}")
         with display.progress:
             state = run(session)
     except TrainingInterrupted as e:
