@@ -1,0 +1,40 @@
+"""The velocity-hidden tasks: the same dynamics as their full task, with the velocities read as 0."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlcli.envs import make_vec_env
+from rlcli.envs.registry import env_group, resolve_backend, resolve_env_id
+
+
+@pytest.mark.parametrize("env_id, full_id, hidden, limit", [
+    ("CartPoleNoVel-v1", "CartPole-v1", [1, 3], 500),
+    ("PendulumNoVel-v1", "Pendulum-v1", [2], 200),
+])
+def test_velocities_are_hidden_and_the_rest_is_the_full_task(env_id, full_id, hidden, limit):
+    partial, full = gym.make(env_id), gym.make(full_id)
+    assert partial.spec.max_episode_steps == limit and partial.observation_space == full.observation_space
+    obs, _ = partial.reset(seed=3)
+    full_obs, _ = full.reset(seed=3)
+    partial.action_space.seed(0)
+    for step in range(50):
+        assert np.all(obs[hidden] == 0.0)
+        shown = [i for i in range(len(obs)) if i not in hidden]
+        assert np.array_equal(obs[shown], full_obs[shown])
+        assert step == 0 or np.any(full_obs[hidden] != 0.0), "the full task's velocities are not all 0"
+        action = partial.action_space.sample()
+        obs, reward, terminated, truncated, _info = partial.step(action)
+        full_obs, full_reward, full_terminated, full_truncated, _ = full.step(action)
+        assert reward == full_reward and (terminated, truncated) == (full_terminated, full_truncated)
+        if terminated or truncated:
+            break
+
+
+def test_the_ids_resolve_train_on_gymnasium_and_use_the_classic_group():
+    assert resolve_env_id("CartPoleNoVel") == ("CartPoleNoVel-v1", "CartPoleNoVel resolves to CartPoleNoVel-v1")
+    assert resolve_backend("PendulumNoVel-v1", "auto") == "gymnasium" and env_group("PendulumNoVel-v1") == "classic"
+    env = make_vec_env("CartPoleNoVel-v1", 2, 0)
+    obs = env.reset()
+    assert obs.shape == (2, 4) and np.all(obs[:, [1, 3]] == 0.0)
+    env.close()
