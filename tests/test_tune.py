@@ -239,9 +239,8 @@ def test_stopped_workers_record_their_trials_as_interrupted(tmp_path, stop):
     proc = subprocess.Popen([sys.executable, "-m", "rlcli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        # until both workers train, past their first checkpoint
-        wait_for(lambda: len([d for d in out.glob("trials/*/*") if (d / checkpoint.META).is_file()]) >= 2,
-                 proc, 120, poll_s=0.5)
+        # until both workers train: a logged row, past the checkpoint a new run saves at step 0
+        wait_for(lambda: len([d for d in out.glob("trials/*/*") if _trained(d)]) >= 2, proc, 120, poll_s=0.5)
         os.killpg(proc.pid, signal.SIGINT if stop == "ctrl-c" else signal.SIGKILL)
         output = proc.communicate(timeout=120)[0]
     finally:
@@ -268,6 +267,12 @@ def test_stopped_workers_record_their_trials_as_interrupted(tmp_path, stop):
     for log in logs:
         text = log.read_text()
         assert text.count(" interrupted\n") == 1 and "Traceback" not in text, text
+
+
+def _trained(run_dir: Path) -> bool:
+    """Whether the run has a checkpoint and has logged a row of metrics (a header and one line)."""
+    metrics = run_dir / "metrics.csv"
+    return (run_dir / checkpoint.META).is_file() and metrics.is_file() and len(metrics.read_text().splitlines()) >= 2
 
 
 def _running(pid: int) -> bool:
