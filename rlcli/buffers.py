@@ -37,11 +37,29 @@ class RolloutBatch(NamedTuple):
     returns: torch.Tensor
 
 
+class SequenceBatch(NamedTuple):
+    """A rollout kept as [T, N] sequences, for a recurrent policy: ``state`` [N, S] is its state before
+    the first step, ``starts`` where an episode starts (the state is zero there), ``valid`` the rows to
+    learn from (not reset rows)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    valid: torch.Tensor
+    starts: torch.Tensor
+    state: torch.Tensor
+
+
 class RolloutBuffer:
-    """[T, N] tensors for one rollout. ``valid`` is False on reset rows, whose action the env ignored."""
+    """[T, N] tensors for one rollout. ``valid`` is False on reset rows, whose action the env ignored.
+    With ``state_size`` (a recurrent policy), also where episodes start and the state at the first step."""
 
     def __init__(self, n_steps: int, n_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
-                 action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device):
+                 action_shape: tuple[int, ...], action_dtype: torch.dtype, device: torch.device,
+                 state_size: int = 0):
         def z(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
 
@@ -53,13 +71,21 @@ class RolloutBuffer:
         self.terminated = z(n_steps, n_envs, dtype=torch.bool)
         self.dones = z(n_steps, n_envs, dtype=torch.bool)
         self.valid = z(n_steps, n_envs, dtype=torch.bool)
+        self.state_size = state_size
+        if state_size:
+            self.starts = z(n_steps, n_envs, dtype=torch.bool)
+            self.state = z(n_envs, state_size)
 
-    def batch(self, gamma: float, gae_lambda: float) -> RolloutBatch:
-        """Advantages and returns, flattened to the valid rows only."""
+    def batch(self, gamma: float, gae_lambda: float) -> RolloutBatch | SequenceBatch:
+        """Advantages and returns, flattened to the valid rows only; for a recurrent policy, the rollout
+        as sequences."""
         advantages = compute_gae(rewards=self.rewards, values=self.values,
                                  terminated=self.terminated, dones=self.dones, gamma=gamma,
                                  gae_lambda=gae_lambda)
         returns = advantages + self.values[:-1]
+        if self.state_size:
+            return SequenceBatch(self.obs, self.actions, self.log_probs, self.values[:-1], advantages, returns,
+                                 self.valid, self.starts, self.state)
         keep = self.valid.flatten()
         if bool(keep.all()):
             pick = lambda t: t.flatten(0, 1)  # noqa: E731 -- avoids a gather when nothing is masked

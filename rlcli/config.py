@@ -47,6 +47,8 @@ class NetworkConfig(Frozen):
     shared: bool = False  # one trunk for actor and critic (Atari) or two (MuJoCo)
     log_std_init: float = 0.0
     ortho_init: bool = True
+    recurrent: Literal["lstm", "gru"] | None = None  # a memory after the trunk: partially observed tasks
+    recurrent_size: Annotated[int, Field(gt=0)] = 128  # its hidden units
 
 
 class AlgoConfig(Frozen):

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch import nn
 
 from rlcli.agents import agent_from_run, make_env, resolve_device
 from rlcli.algos.base import Agent
@@ -33,6 +34,29 @@ class EvalResult(NamedTuple):
                 "lengths": self.lengths}
 
 
+class Actor:
+    """A policy acting step after step in ``n`` envs: a recurrent one's state is carried, and set to zero
+    where an episode starts (the row after a reset row, under next-step auto-reset)."""
+
+    def __init__(self, policy: nn.Module, n: int, device: torch.device) -> None:
+        self.policy, self.device = policy, device
+        size = getattr(policy, "state_size", 0)
+        self.state = torch.zeros(n, size, device=device) if size else None
+
+    def __call__(self, obs: np.ndarray) -> torch.Tensor:
+        """Env actions for raw observations [n, ...]."""
+        if self.state is None:
+            return self.policy(torch.as_tensor(obs, device=self.device))
+        actions, self.state = self.policy(torch.as_tensor(obs, device=self.device), self.state)
+        return actions
+
+    def next_step(self, reset_rows: np.ndarray) -> None:
+        """After a step: the observations it returned for ``reset_rows`` (the rows whose previous step
+        ended an episode) are the first of new episodes."""
+        if self.state is not None and reset_rows.any():
+            self.state[torch.as_tensor(reset_rows, device=self.device)] = 0.0
+
+
 @torch.no_grad()
 def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = True,
              on_frame: Callable[[], None] | None = None) -> EvalResult:
@@ -46,15 +70,16 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
     returns: list[float] = []
     lengths: list[int] = []
     prev_done = np.zeros(n, dtype=bool)
-    policy = agent.policy(deterministic)
+    act = Actor(agent.policy(deterministic), n, agent.device)
     obs = env.reset()
     while (done_counts < targets).any():
-        actions = policy(torch.as_tensor(obs, device=agent.device))
+        actions = act(obs)
         result = env.step(actions.cpu().numpy())
         if on_frame is not None:
             on_frame()
         ep_returns += result.raw_reward
         ep_lengths += ~prev_done
+        act.next_step(prev_done)
         prev_done = result.terminated | result.truncated
         for i in np.flatnonzero(result.game_over):
             if done_counts[i] < targets[i]:
@@ -102,15 +127,28 @@ def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: boo
     return Recording(result, frames, fps)
 
 
+class Episodes(NamedTuple):
+    """What envs showed a policy step after step: raw observations [steps, n_envs, *obs_shape] and where
+    each row starts an episode [steps, n_envs] (a recurrent policy's state is zero there)."""
+
+    obs: np.ndarray
+    starts: np.ndarray
+
+
 @torch.no_grad()
-def sample_observations(agent: Agent, env: VecEnv, steps: int, deterministic: bool = False) -> np.ndarray:
-    """Raw observations met while the agent acts for ``steps`` vector steps, as the env produces
-    them (no normalisation): [steps * n_envs, *obs_shape]. Export checks its files on these."""
-    policy = agent.policy(deterministic)
+def sample_episodes(agent: Agent, env: VecEnv, steps: int, deterministic: bool = False) -> Episodes:
+    """Raw observations met while the agent acts for ``steps`` vector steps, as the env produces them
+    (no normalisation), with the episode starts. Export checks its files on these."""
+    act = Actor(agent.policy(deterministic), env.num_envs, agent.device)
     obs = env.reset()
     seen = [obs.copy()]  # a backend may reuse its output buffer on the next step
+    starts = [np.ones(env.num_envs, dtype=bool)]
+    prev_done = np.zeros(env.num_envs, dtype=bool)
     for _ in range(steps - 1):
-        actions = policy(torch.as_tensor(obs, device=agent.device))
-        obs = env.step(actions.cpu().numpy()).obs
+        result = env.step(act(obs).cpu().numpy())
+        act.next_step(prev_done)
+        starts.append(prev_done)
+        prev_done = result.terminated | result.truncated
+        obs = result.obs
         seen.append(obs.copy())
-    return np.concatenate(seen)
+    return Episodes(np.stack(seen), np.stack(starts))

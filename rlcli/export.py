@@ -35,11 +35,12 @@ from rlcli.envs import env_group
 from rlcli.envs.atari import MAX_EPISODE_STEPS
 from rlcli.envs.envpool_backend import atari_opts
 from rlcli.errors import UsageError
-from rlcli.evaluation import sample_observations
+from rlcli.evaluation import Episodes, sample_episodes
 from rlcli.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 INPUT, OUTPUT = "obs", "action"
+STATE, STATE_OUT = "state", "state_out"  # a recurrent policy's state, in and out
 BATCH = "batch"
 OPSET = 18  # ONNX Runtime has run it since 1.14; older runtimes can still load the file
 TOLERANCE = 1e-5  # absolute, on continuous actions (and on log-probabilities, for discrete near-ties)
@@ -105,32 +106,39 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
             torch.manual_seed(CHECK_SEED)
-            pool = sample_observations(agent, env, steps)
+            episodes = sample_episodes(agent, env, steps)
     finally:
         env.close()
-    rows = np.random.default_rng(CHECK_SEED).choice(len(pool), size=min(check_batch, len(pool)), replace=False)
-    obs = pool[np.sort(rows)]
-
     module = policy_module(agent)
+    recurrent = bool(getattr(module, "state_size", 0))
     staging = out.with_name(f".{out.name}.partial")
     try:
-        example = torch.as_tensor(pool[:2])  # two rows: a batch of one could be specialised
-        run_file = _export_onnx(module, example, staging) if fmt == "onnx" else _export_torchscript(
-            module, example, staging)
+        # two rows: a batch of one could be specialised
+        example = torch.as_tensor(episodes.obs[0, :2])
+        examples = (example, torch.zeros(2, module.state_size)) if recurrent else example
+        run_file = _export_onnx(module, examples, staging) if fmt == "onnx" else _export_torchscript(
+            module, examples, staging)
         # against the live agent's policy, not the copy that was exported
-        max_diff, near_ties = compare(agent.policy(deterministic=True), run_file, obs)
+        if recurrent:  # whole episodes, each side carrying its own state
+            n_checked = episodes.starts.size
+            max_diff, near_ties = compare_episodes(agent.policy(deterministic=True), run_file, episodes)
+        else:
+            pool = episodes.obs.reshape(-1, *episodes.obs.shape[2:])
+            rows = np.random.default_rng(CHECK_SEED).choice(len(pool), size=min(check_batch, len(pool)), replace=False)
+            n_checked = len(rows)
+            max_diff, near_ties = compare(agent.policy(deterministic=True), run_file, pool[np.sort(rows)])
         if not max_diff <= TOLERANCE:
             raise ExportCheckError(
                 f"the exported {fmt} policy does not match the PyTorch policy: max |Δaction| = {max_diff:.3g} "
-                f"over {len(obs)} observations (tolerance {TOLERANCE}); nothing was written")
+                f"over {n_checked} observations (tolerance {TOLERANCE}); nothing was written")
         os.replace(staging, out)
     finally:
         staging.unlink(missing_ok=True)
 
-    spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, len(obs), best)
+    spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, n_checked, best)
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
-    return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, len(obs), loaded.cfg.env.id,
+    return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
                         loaded.cfg.algo.algo, near_ties)
 
 
@@ -144,20 +152,21 @@ def default_out(run_dir: Path, fmt: str) -> Path:
     return Path("export") / (safe_repo_name(repo_id) if repo_id else Path(os.path.abspath(run_dir)).name) / name
 
 
-RunFile = Callable[[np.ndarray], np.ndarray]
+RunFile = Callable[..., Any]  # the file's outputs for its inputs: actions, or (actions, state) for a recurrent policy
 
 
 @torch.no_grad()
-def compare(module: nn.Module, run_file: RunFile, obs: np.ndarray) -> tuple[float, int]:
+def compare(module: nn.Module, run_file: RunFile, obs: np.ndarray, split: bool = True) -> tuple[float, int]:
     """(max difference, near ties) between ``run_file``'s actions and those of the policy ``module`` it
     was exported from, on ``obs``.
 
     The file is run on the first row alone, then on the rest, which also proves its batch axis is
-    dynamic. Continuous: the largest absolute difference. Discrete: 0 when every choice agrees;
-    otherwise the largest gap, in the agent's log-probabilities, between its choice and the file's
-    (within tolerance: a near tie, counted), or infinity for an action that is not valid at all."""
+    dynamic (``split`` false: on all rows at once). Continuous: the largest absolute difference.
+    Discrete: 0 when every choice agrees; otherwise the largest gap, in the agent's log-probabilities,
+    between its choice and the file's (within tolerance: a near tie, counted), or infinity for an
+    action that is not valid at all."""
     expected = module(torch.as_tensor(obs)).cpu().numpy()
-    parts = [run_file(obs[:1])] + ([run_file(obs[1:])] if len(obs) > 1 else [])
+    parts = [run_file(obs[:1])] + ([run_file(obs[1:])] if len(obs) > 1 else []) if split else [run_file(obs)]
     got = np.concatenate(parts)
     if got.shape != expected.shape:
         raise ExportCheckError(f"the exported policy returned actions of shape {got.shape}; "
@@ -175,6 +184,43 @@ def compare(module: nn.Module, run_file: RunFile, obs: np.ndarray) -> tuple[floa
         choice = int(got[row, dim])
         gaps.append(float(logp.max() - logp[choice]) if 0 <= choice < len(logp) else math.inf)
     return max(gaps), len(gaps)
+
+
+@torch.no_grad()
+def compare_episodes(module: nn.Module, run_file: RunFile, episodes: Episodes) -> tuple[float, int]:
+    """``compare`` over whole episodes for a recurrent policy: step after step, the file and ``module``
+    each carry their own state (zero where an episode starts), so a state the file computed wrongly
+    shows in the actions that follow it. Also counts the largest difference between the two states."""
+    size = module.state_size
+    envs = episodes.starts.shape[1]
+    state = torch.zeros(envs, size)
+    file_state = np.zeros((envs, size), dtype=np.float32)
+    worst, ties = 0.0, 0
+    for obs, starts in zip(episodes.obs, episodes.starts, strict=True):
+        state[torch.as_tensor(starts)] = 0.0
+        file_state[starts] = 0.0
+        state_in = state.clone()
+        step_module = _StepOf(module, state_in)
+        diff, near = compare(step_module, lambda o, s=file_state: run_file(o, s)[0], obs, split=False)
+        actions, state = module(torch.as_tensor(obs), state_in)
+        file_state = run_file(obs, file_state)[1]
+        worst = max(worst, diff, float(np.abs(file_state - state.numpy()).max(initial=0.0)))
+        ties += near
+    return worst, ties
+
+
+class _StepOf(nn.Module):
+    """A recurrent policy at one step, its state fixed: ``compare`` reads it as a feed-forward one."""
+
+    def __init__(self, module: nn.Module, state: torch.Tensor) -> None:
+        super().__init__()
+        self.module, self.state = module, state
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.module(obs, self.state)[0]
+
+    def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        return self.module.action_log_probs(obs, self.state)
 
 
 def require_onnx() -> None:
@@ -201,20 +247,32 @@ def _quiet_exporters() -> Iterator[None]:
             warnings.filterwarnings("ignore", category=FutureWarning)
             warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")
             warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+            # a recurrent policy's observation and state share one batch axis, named once
+            warnings.filterwarnings("ignore", message=r".*axis name.*shares the same shape constraints.*")
             yield
     finally:
         onnx_log.setLevel(level)
 
 
-def _export_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
+def _names(module: nn.Module) -> tuple[list[str], list[str]]:
+    """The file's inputs and outputs: a recurrent policy's take and return its state as well."""
+    if getattr(module, "state_size", 0):
+        return [INPUT, STATE], [OUTPUT, STATE_OUT]
+    return [INPUT], [OUTPUT]
+
+
+def _export_onnx(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path) -> RunFile:
     """torch.export-based ONNX export (the TorchScript-based one is deprecated); returns a function
     that runs the written file in ONNX Runtime."""
     import onnxruntime
 
+    inputs, outputs = _names(module)
+    examples = example if isinstance(example, tuple) else (example,)
+    batch = torch.export.Dim(BATCH)
     with _quiet_exporters():
         program = torch.onnx.export(
-            module, (example,), input_names=[INPUT], output_names=[OUTPUT], opset_version=OPSET,
-            dynamic_shapes={"obs": {0: torch.export.Dim(BATCH)}}, dynamo=True, verbose=False)
+            module, examples, input_names=inputs, output_names=outputs, opset_version=OPSET,
+            dynamic_shapes=tuple({0: batch} for _ in examples), dynamo=True, verbose=False)
     if program is None:  # pragma: no cover  (only the legacy exporter returns nothing)
         raise UsageError("torch.onnx.export returned no program")
     program.save(str(path))
@@ -222,20 +280,24 @@ def _export_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> RunFil
     options.intra_op_num_threads = torch.get_num_threads()  # a good neighbour, as eval is
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return lambda obs: session.run([OUTPUT], {INPUT: obs})[0]
+    if len(examples) == 1:
+        return lambda obs: session.run(outputs, {INPUT: obs})[0]
+    return lambda *arrays: tuple(session.run(outputs, dict(zip(inputs, arrays, strict=True))))
 
 
-def _export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
+def _export_torchscript(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path) -> RunFile:
     """A traced module: every branch of the policy's ``forward`` is fixed at construction, so
     tracing captures it whole. Returns a function that runs the file loaded back from disk."""
+    examples = example if isinstance(example, tuple) else (example,)
     with _quiet_exporters():
-        traced = torch.jit.trace(module, (example,))
+        traced = torch.jit.trace(module, examples)
         torch.jit.save(traced, str(path))
         loaded = torch.jit.load(str(path))
 
-    def run(obs: np.ndarray) -> np.ndarray:
+    def run(*arrays: np.ndarray) -> Any:
         with torch.no_grad(), _quiet_exporters():
-            return loaded(torch.as_tensor(obs)).numpy()
+            out = loaded(*(torch.as_tensor(a) for a in arrays))
+        return tuple(t.numpy() for t in out) if isinstance(out, tuple) else out.numpy()
 
     return run
 
@@ -247,12 +309,18 @@ def _spec(loaded: RunDir, fmt: str, out: Path, module: nn.Module, obs_space: gym
     continuous = isinstance(action_space, gym.spaces.Box)
     norm = module.obs_norm
     action_shape: list[Any] = [BATCH] if discrete else [BATCH, *map(int, _action_dims(action_space))]
+    inputs: list[dict[str, Any]] = [{"name": INPUT, "dtype": obs_dtype, "shape": [BATCH, *map(int, obs_space.shape)]}]
+    outputs: list[dict[str, Any]] = [{"name": OUTPUT, "dtype": "float32" if continuous else "int64",
+                                      "shape": action_shape}]
+    if getattr(module, "state_size", 0):
+        state = {"dtype": "float32", "shape": [BATCH, int(module.state_size)]}
+        inputs.append({"name": STATE, **state, "use": f"zeros at an episode's first step, else the last {STATE_OUT}"})
+        outputs.append({"name": STATE_OUT, **state, "use": f"the {STATE} input of the next step"})
     return {
         "format": fmt,
         "file": out.name,
-        "inputs": [{"name": INPUT, "dtype": obs_dtype, "shape": [BATCH, *map(int, obs_space.shape)]}],
-        "outputs": [{"name": OUTPUT, "dtype": "float32" if continuous else "int64",
-                     "shape": action_shape}],
+        "inputs": inputs,
+        "outputs": outputs,
         "action_space": _describe_action_space(action_space, module),
         "env_id": loaded.cfg.env.id,
         "algo": loaded.cfg.algo.algo,

@@ -15,6 +15,7 @@ from rlcli.threads import ThreadPlan, torch_threads
 
 if TYPE_CHECKING:
     from rlcli.algos.base import Metrics, OffPolicyAgent, OnPolicyAgent
+    from rlcli.nets import PolicySample
 
 
 class OnPolicyConfig(Protocol):
@@ -121,6 +122,9 @@ class RolloutCollector:
         self.obs = torch.as_tensor(env.reset(), device=self.device)
         # True where the previous step ended an episode: this step is then a reset row to mask out
         self.prev_done = torch.zeros(env.num_envs, dtype=torch.bool, device=self.device)
+        # a recurrent policy's state, and where the current rows start an episode (their state is zero)
+        self.state = agent.initial_state(env.num_envs)
+        self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
         self.episodes = EpisodeTracker(env.num_envs)
 
     @torch.no_grad()
@@ -136,7 +140,10 @@ class RolloutCollector:
         pending: tuple[int, StepResult, torch.Tensor, np.ndarray] | None = None
         for t in range(self.n_steps):
             obs = agent.observe(self.obs)
-            sample = agent.sample(obs)
+            if self.state is None:
+                sample = agent.sample(obs)
+            else:
+                sample = self._sample_recurrent(t, obs)
             env.step_async(agent.env_actions(sample.actions).cpu().numpy())
             result = None if self.overlap else env.step_wait()
             values = agent.value_of(sample)
@@ -151,14 +158,30 @@ class RolloutCollector:
                 result = env.step_wait()
 
             done_np = result.terminated | result.truncated
+            self.starts = self.prev_done  # the row after a reset row is an episode's first
             self.prev_done = torch.as_tensor(done_np, device=self.device)
             pending = (t, result, self.prev_done, prev_done_np)
             self.obs = torch.as_tensor(result.obs, device=self.device)
             prev_done_np = done_np
         if pending is not None:
             self._record(*pending)
-        buf.values[-1] = agent.value(self.obs)
+        if self.state is None:
+            buf.values[-1] = agent.value(self.obs)
+        else:
+            buf.values[-1] = agent.value(self.obs, self.state.masked_fill(self.starts.unsqueeze(-1), 0.0))
         return buf
+
+    def _sample_recurrent(self, t: int, obs: torch.Tensor) -> PolicySample:
+        """The policy's step from the carried state, zero where an episode starts; the state before a
+        rollout's first step and the starts are what its update replays from."""
+        buf = self.buffer
+        state = self.state.masked_fill(self.starts.unsqueeze(-1), 0.0)  # type: ignore[union-attr]
+        if t == 0:
+            buf.state.copy_(state)
+        buf.starts[t] = self.starts
+        sample = self.agent.sample(obs, state)
+        self.state = sample.state
+        return sample
 
     def _record(self, t: int, result: StepResult, done: torch.Tensor, prev_done_np: np.ndarray) -> None:
         """Step ``t``'s scaled rewards and episode ends into the buffer, its returns into the tracker."""

@@ -166,11 +166,13 @@ class PolicyOutput(NamedTuple):
 
 
 class PolicySample(NamedTuple):
-    """The actor's half of ``act``; ``critic_input`` is what ``ActorCritic.value_of`` finishes from."""
+    """The actor's half of ``act``; ``critic_input`` is what ``ActorCritic.value_of`` finishes from.
+    ``state``: a recurrent network's state after the step (None for a feed-forward one)."""
 
     actions: torch.Tensor
     log_probs: torch.Tensor
     critic_input: torch.Tensor
+    state: torch.Tensor | None = None
 
 
 class ActorCritic(nn.Module):
@@ -236,14 +238,16 @@ class ActorCritic(nn.Module):
         (``value_of``) while it steps. The same values as ``act``, to the bit."""
         x = self._prepare(obs)
         actor = self.actor_trunk(x)
-        out = full_precision(self.actor_head, actor)
+        actions, log_probs = self._draw(full_precision(self.actor_head, actor), deterministic)
+        return PolicySample(actions, log_probs, actor if self.critic_trunk is None else x)
+
+    def _draw(self, out: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions, log-probabilities) drawn from (or the mode of) the actor's logits or means."""
         if self.kind == "continuous":
             std = self.log_std.exp()
             actions = out if deterministic else out + std * torch.randn_like(out)
-            log_probs = self._normal_log_prob(out, actions)
-        else:
-            actions, log_probs = self._categorical_act(out, deterministic)
-        return PolicySample(actions, log_probs, actor if self.critic_trunk is None else x)
+            return actions, self._normal_log_prob(out, actions)
+        return self._categorical_act(out, deterministic)
 
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         """State values of the observations that ``sample`` acted on."""
@@ -259,7 +263,10 @@ class ActorCritic(nn.Module):
         log-probabilities: the inference path of evaluation, play and export. The deterministic choice
         is the argmax of the logits, which can differ from that of the log-probabilities only where two
         logits tie to float precision."""
-        out = self.actor_output(obs)
+        return self.choose(self.actor_output(obs), deterministic)
+
+    def choose(self, out: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """Actions from the actor's logits or means, as ``policy_actions`` draws them."""
         if self.kind == "continuous":
             return out if deterministic else out + self.log_std.exp() * torch.randn_like(out)
         if deterministic:
@@ -272,12 +279,15 @@ class ActorCritic(nn.Module):
         actor, critic = self._features(obs)
         out = full_precision(self.actor_head, actor)
         values = full_precision(self.critic_head, critic).squeeze(-1)
-        if self.kind == "continuous":
-            log_probs = self._normal_log_prob(out, actions)
-            entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
-        else:
-            log_probs, entropy = self._categorical_evaluate(out, actions)
+        log_probs, entropy = self._log_prob_entropy(out, actions)
         return log_probs, entropy, values
+
+    def _log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log-probabilities of ``actions``, entropies) under the actor's logits or means ``out``."""
+        if self.kind == "continuous":
+            entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+            return self._normal_log_prob(out, actions), entropy
+        return self._categorical_evaluate(out, actions)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """What the environment receives: continuous actions clipped to the action bounds."""

@@ -22,7 +22,7 @@ from rlcli.config import AlgoConfig, RunConfig
 from rlcli.threads import ThreadPlan
 
 if TYPE_CHECKING:
-    from rlcli.buffers import ReplayBatch, RolloutBatch, RolloutBuffer
+    from rlcli.buffers import ReplayBatch, RolloutBatch, RolloutBuffer, SequenceBatch
     from rlcli.envs import VecEnv
     from rlcli.nets import PolicySample
     from rlcli.optim import Adam
@@ -63,13 +63,18 @@ class OnPolicyAgent(Agent, Protocol):
         """Observations as stored and acted on, the normalisation statistics updated with them."""
         ...
 
-    def sample(self, obs: torch.Tensor) -> PolicySample:
-        """Actions for observed rows; the critic's half is left to ``value_of``, which runs while the envs step."""
+    def initial_state(self, n_envs: int) -> torch.Tensor | None:
+        """A recurrent policy's state for ``n_envs`` new episodes, [n_envs, S]; None for a feed-forward one."""
+        ...
+
+    def sample(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> PolicySample:
+        """Actions for observed rows (from ``state``, a recurrent policy's, which the sample carries on);
+        the critic's half is left to ``value_of``, which runs while the envs step."""
         ...
 
     def value_of(self, sample: PolicySample) -> torch.Tensor: ...
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """State values of raw observations (a rollout's bootstrap)."""
         ...
 
@@ -77,8 +82,9 @@ class OnPolicyAgent(Agent, Protocol):
 
     def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor: ...
 
-    def update(self, batch: RolloutBatch, progress: float) -> Metrics:
-        """Learns from one rollout; ``progress`` is the fraction of training done, in [0, 1]."""
+    def update(self, batch: RolloutBatch | SequenceBatch, progress: float) -> Metrics:
+        """Learns from one rollout (a ``SequenceBatch`` where ``new_rollout`` stores a state);
+        ``progress`` is the fraction of training done, in [0, 1]."""
         ...
 
 

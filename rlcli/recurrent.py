@@ -1,0 +1,160 @@
+"""Recurrent actor-critics: an LSTM or GRU after the trunk, whose state is one [envs, state_size] tensor.
+
+The state is carried from step to step and across rollouts, set to zero where an episode starts, and
+stored once per rollout, at its first step. The update replays each env's whole rollout as a sequence
+(CleanRL's ppo_atari_lstm semantics: minibatches of envs, backpropagation through the rollout, the state
+set to zero inside the sequence where an episode starts), through ``rlcli.rnn``'s layers. Fixed-length
+chunks with stored states (rl_games) would bound the backpropagation below the rollout length, at the
+cost of a state per chunk; with rollouts of 32 to 256 steps, the whole rollout is the useful horizon.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+import gymnasium as gym
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlcli.config import NetworkConfig
+from rlcli.nets import ActorCritic, PolicySample, full_precision, layer_init
+from rlcli.rnn import gru_cell, gru_sequence, lstm_cell, lstm_sequence
+
+
+class Memory(nn.Module):
+    """One LSTM or GRU layer (torch's parameter shapes and gate order, an LSTM's two biases as one); its
+    state is [envs, state_size], an LSTM's hidden and cell states side by side."""
+
+    def __init__(self, kind: str, in_dim: int, size: int) -> None:
+        super().__init__()
+        self.lstm = kind == "lstm"
+        self.size = size
+        gates = (4 if self.lstm else 3) * size
+        self.state_size = 2 * size if self.lstm else size
+        # CleanRL's initialisation: orthogonal weights, zero biases
+        self.w_ih = nn.Parameter(nn.init.orthogonal_(torch.empty(gates, in_dim)))
+        self.w_hh = nn.Parameter(nn.init.orthogonal_(torch.empty(gates, size)))
+        self.b_ih = nn.Parameter(torch.zeros(gates))
+        self.b_hh = None if self.lstm else nn.Parameter(torch.zeros(gates))
+
+    def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step for [envs, features] from the state entering it: (outputs [envs, size], next state)."""
+        with _full_precision(x):
+            x = x.to(self.w_ih.dtype)
+            gates_x = F.linear(x, self.w_ih, self.b_ih)
+            if self.lstm:
+                h, c = lstm_cell(gates_x, state[:, :self.size], state[:, self.size:], self.w_hh.t())[:2]
+                return h, torch.cat([h, c], -1)
+            h = gru_cell(gates_x, state, self.w_hh.t(), self.b_hh)[0]  # type: ignore[arg-type]
+            return h, h
+
+    def replay(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+        """Outputs [steps, envs, size] for inputs [steps, envs, features] from ``state`` (the state
+        before the first step), the state set to zero at every step where ``starts`` is true: the
+        outputs that ``step`` gave, step by step, over the same inputs."""
+        with _full_precision(x):
+            keep = (~starts).unsqueeze(-1).to(self.w_ih.dtype)
+            if self.lstm:
+                return lstm_sequence(x.to(self.w_ih.dtype), state, keep, self.w_ih, self.w_hh, self.b_ih)
+            return gru_sequence(x.to(self.w_ih.dtype), state, keep, self.w_ih, self.w_hh, self.b_ih, self.b_hh)  # type: ignore[arg-type]
+
+
+def _full_precision(x: torch.Tensor) -> AbstractContextManager:
+    """The memory runs in float32 under bf16 training: its state accumulates over the whole rollout."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.autocast(x.device.type, enabled=False)
+    return nullcontext()
+
+
+class RecurrentActorCritic(ActorCritic):
+    """``ActorCritic`` with a memory after each trunk (one, read by both heads, with a shared trunk).
+    Its state is the actor memory's then the critic memory's; the policy alone needs the actor's."""
+
+    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig) -> None:
+        super().__init__(obs_space, action_space, cfg)
+        assert cfg.recurrent is not None
+        width, size = self.actor_head.in_features, cfg.recurrent_size
+        self.actor_memory = Memory(cfg.recurrent, width, size)
+        self.critic_memory = None if cfg.shared else Memory(cfg.recurrent, width, size)
+        self.actor_head = layer_init(nn.Linear(size, self.actor_head.out_features), gain=0.01, ortho=cfg.ortho_init)
+        self.critic_head = layer_init(nn.Linear(size, 1), gain=1.0, ortho=cfg.ortho_init)
+        self.actor_state_size = self.actor_memory.state_size
+        self.state_size = self.actor_state_size + (0 if self.critic_memory is None else self.critic_memory.state_size)
+
+    def _step(self, obs: torch.Tensor, state: torch.Tensor, critic: bool
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(actor features, critic features or None, next state) for one step of raw-scaled rows."""
+        x = self._prepare(obs)
+        actor, actor_state = self.actor_memory.step(self.actor_trunk(x), state[:, :self.actor_state_size])
+        if not critic:
+            return actor, None, actor_state
+        if self.critic_memory is None or self.critic_trunk is None:
+            return actor, actor, actor_state
+        features, critic_state = self.critic_memory.step(self.critic_trunk(x), state[:, self.actor_state_size:])
+        return actor, features, torch.cat([actor_state, critic_state], -1)
+
+    def sample(self, obs: torch.Tensor, deterministic: bool = False,  # type: ignore[override]
+               state: torch.Tensor | None = None) -> PolicySample:
+        """Actions, their log-probabilities, the state values (as ``critic_input``: the critic runs here,
+        since its memory moves with the step) and the next state."""
+        assert state is not None
+        actor, critic, next_state = self._step(obs, state, critic=True)
+        actions, log_probs = self._draw(full_precision(self.actor_head, actor), deterministic)
+        values = full_precision(self.critic_head, critic).squeeze(-1)
+        return PolicySample(actions, log_probs, values, next_state)
+
+    def value_of(self, sample: PolicySample) -> torch.Tensor:
+        return sample.critic_input
+
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        assert state is not None
+        critic = self._step(obs, state, critic=True)[1]
+        return full_precision(self.critic_head, critic).squeeze(-1)
+
+    def replay(self, obs: torch.Tensor, actions: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log_probs, entropy, values), each [steps, envs], of a rollout's [steps, envs] rows from the
+        state stored at its first step: what the PPO loss differentiates."""
+        steps, envs = starts.shape
+        x = self._prepare(obs.flatten(0, 1))
+        actor = self.actor_memory.replay(self.actor_trunk(x).view(steps, envs, -1),
+                                         state[:, :self.actor_state_size], starts).flatten(0, 1)
+        if self.critic_memory is None or self.critic_trunk is None:
+            critic = actor
+        else:
+            critic = self.critic_memory.replay(self.critic_trunk(x).view(steps, envs, -1),
+                                               state[:, self.actor_state_size:], starts).flatten(0, 1)
+        log_probs, entropy = self._log_prob_entropy(full_precision(self.actor_head, actor), actions.flatten(0, 1))
+        values = full_precision(self.critic_head, critic).squeeze(-1)
+        return log_probs.view(steps, envs), entropy.view(steps, envs), values.view(steps, envs)
+
+    def actor_step(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits or means, next actor state) for observations as the agent stores them."""
+        actor, _, next_state = self._step(obs, state, critic=False)
+        return full_precision(self.actor_head, actor), next_state
+
+
+class RecurrentPolicy(nn.Module):
+    """Raw observations and the actor's state -> (env actions, next state): normalisation (frozen), the
+    actor and its memory, the action's choice and its bounds. The caller sets a row's state to zero
+    where an episode starts (``state_size`` zeros)."""
+
+    continuous_output = "mean, clipped to [low, high]"
+
+    def __init__(self, obs_norm: nn.Module, net: RecurrentActorCritic, deterministic: bool) -> None:
+        super().__init__()
+        self.obs_norm, self.net, self.deterministic = obs_norm, net, deterministic
+        self.pixels = net.pixels
+        self.state_size = net.actor_state_size
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, next_state = self.net.actor_step(self.obs_norm(obs), state)
+        return self.net.env_actions(self.net.choose(out, self.deterministic)), next_state
+
+    def action_log_probs(self, obs: torch.Tensor, state: torch.Tensor) -> list[torch.Tensor]:
+        """Per discrete action dimension, [batch, n] log-probabilities; empty for continuous actions."""
+        if self.net.kind == "continuous":
+            return []
+        out = self.net.actor_step(self.obs_norm(obs), state)[0]
+        return [torch.log_softmax(part, dim=-1) for part in out.split(self.net.nvec, dim=-1)]

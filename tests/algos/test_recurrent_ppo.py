@@ -1,0 +1,125 @@
+"""Recurrent PPO: the update replays exactly what the rollout computed, the state crosses rollouts and
+resets where episodes start, and every command (train, eval, play, export, resume) carries it."""
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from rlcli.agents import build_agent, make_env, resolve_device
+from rlcli.algos import resolve
+from rlcli.algos.ppo import PPO, PPOConfig
+from rlcli.cli import app
+from rlcli.config import NetworkConfig
+from rlcli.errors import UsageError
+from rlcli.evaluation import Episodes
+from rlcli.export import TOLERANCE, _export_onnx, _export_torchscript, compare_episodes, policy_module
+from rlcli.learners import RolloutCollector
+
+runner = CliRunner()
+
+
+def _agent_and_rollouts(env_id: str, backend: str, kind: str, shared: bool, rollouts: int = 3):
+    cfg = resolve("ppo", env_id, backend=backend, eval_episodes=2, overrides={
+        "n_envs": 4, "n_steps": 64, "minibatch_size": 128,
+        "network": {"recurrent": kind, "recurrent_size": 16, "shared": shared, "hidden": [32]}})
+    torch.manual_seed(0)
+    env = make_env(cfg, cfg.algo.n_envs, 0)
+    agent = build_agent(cfg, env, resolve_device("cpu"))
+    collector = RolloutCollector(env, agent, cfg.algo.n_steps, overlap=False)
+    batches = [collector.collect().batch(cfg.algo.gamma, cfg.algo.gae_lambda) for _ in range(rollouts)]
+    env.close()
+    return agent, batches
+
+
+@pytest.mark.parametrize("kind, shared", [("lstm", False), ("gru", True)])
+@pytest.mark.parametrize("env_id, backend", [("CartPoleNoVel-v1", "gymnasium"), ("CartPole-v1", "envpool")])
+def test_before_the_first_gradient_step_the_update_computes_what_the_rollout_recorded(env_id, backend, kind, shared):
+    """The decisive test: episode boundaries inside the sequences, the state carried in from the last
+    rollout, and the update's replay of each minibatch of env sequences gives the rollout's own
+    log-probabilities and values."""
+    pytest.importorskip(backend)
+    agent, batches = _agent_and_rollouts(env_id, backend, kind, shared)
+    batch = batches[-1]
+    assert batch.starts[1:].any(), "no episode starts inside the rollout"
+    assert batch.state.abs().sum() > 0, "the state did not cross from the previous rollout"
+    for envs in (torch.arange(4), torch.tensor([2, 0])):  # the whole rollout, and a minibatch of envs
+        with torch.no_grad():
+            log_probs, _, values, old_log_probs, old_values, *_ = agent._sequences(batch, envs)
+        assert log_probs.numel() == int(batch.valid[:, envs].sum())
+        torch.testing.assert_close(log_probs, old_log_probs, rtol=0, atol=1e-6)
+        torch.testing.assert_close(values, old_values, rtol=0, atol=1e-6)
+
+
+def test_an_update_learns_from_the_valid_rows_of_whole_sequences():
+    agent, (batch,) = _agent_and_rollouts("CartPoleNoVel-v1", "gymnasium", "lstm", False, rollouts=1)
+    before = [p.detach().clone() for p in agent.net.parameters()]
+    metrics = agent.update(batch, progress=0.0)
+    assert all(np.isfinite(v) for v in metrics.values()), metrics
+    moved = [not torch.equal(a, b) for a, b in zip(before, agent.net.parameters(), strict=True)]
+    assert all(moved)  # the memories' weights included
+
+
+def test_minibatches_must_hold_whole_sequences():
+    with pytest.raises(UsageError, match="must be a multiple of n_steps=64"):
+        resolve("ppo", "CartPoleNoVel-v1", eval_episodes=2, overrides={
+            "n_steps": 64, "minibatch_size": 96, "network": {"recurrent": "lstm"}})
+
+
+def _recurrent_agent(continuous: bool) -> PPO:
+    torch.manual_seed(0)
+    action_space = gym.spaces.Box(-1, 1, (2,)) if continuous else gym.spaces.Discrete(3)
+    agent = PPO(PPOConfig(network=NetworkConfig(hidden=(16,), recurrent="lstm", recurrent_size=8)),
+                gym.spaces.Box(-5, 5, (3,)), action_space, 1, torch.device("cpu"))
+    with torch.no_grad():
+        agent.net.actor_head.weight.mul_(50.0)  # decisive choices: a wrong state shows in the actions
+    return agent
+
+
+def _episodes() -> Episodes:
+    rng = np.random.default_rng(0)
+    starts = rng.random((30, 3)) < 0.1
+    starts[0] = True
+    return Episodes(rng.normal(size=(30, 3, 3)).astype(np.float32), starts)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("exporter", [_export_onnx, _export_torchscript])
+def test_an_exported_recurrent_policy_carries_its_state_over_whole_episodes(tmp_path, exporter, continuous):
+    pytest.importorskip("onnxruntime")
+    agent = _recurrent_agent(continuous)
+    module = policy_module(agent)
+    run_file = exporter(module, (torch.zeros(2, 3), torch.zeros(2, module.state_size)), tmp_path / "policy")
+    episodes = _episodes()
+    assert compare_episodes(module, run_file, episodes)[0] <= TOLERANCE
+    # a file that forgets its state is caught
+    forgetful = lambda obs, state: run_file(obs, np.zeros_like(state))  # noqa: E731
+    assert compare_episodes(module, forgetful, episodes)[0] > 0.01
+
+
+TINY = ["--steps", "1024", "--n-envs", "4", "-p", "n_steps=32", "-p", "minibatch_size=64", "-p", "n_epochs=2",
+        "-p", "network.recurrent=gru", "-p", "network.recurrent_size=16", "--eval-episodes", "2", "--threads", "1"]
+
+
+def test_train_eval_play_export_and_resume_a_recurrent_run(tmp_path):
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "PendulumNoVel-v1", *TINY, "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["eval", str(run), "--episodes", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["episodes"] == 3
+    result = runner.invoke(app, ["play", str(run), "--video", str(tmp_path / "play.mp4"), "--episodes", "1"])
+    assert result.exit_code == 0 and (tmp_path / "play.mp4").stat().st_size > 0, result.output
+    for fmt in ("onnx", "torchscript"):
+        result = runner.invoke(app, ["export", str(run), "-f", fmt])
+        assert result.exit_code == 0, result.output
+        spec = json.loads(next((run / "export").glob(f"*.{'onnx' if fmt == 'onnx' else 'pt'}.json")).read_text())
+        assert [i["name"] for i in spec["inputs"]] == ["obs", "state"]
+        assert [o["name"] for o in spec["outputs"]] == ["action", "state_out"]
+        assert spec["check"]["max_abs_diff"] <= TOLERANCE
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "2048"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "meta.json").read_text())["steps"] >= 2048
