@@ -198,15 +198,17 @@ def test_a_constructor_that_raises_is_one_line_naming_the_id(monkeypatch):
     assert isinstance(e.value.__cause__, RuntimeError)  # what --debug shows
 
 
-def test_an_entry_point_without_render_mode_says_what_to_add(monkeypatch):
+def test_an_entry_point_without_render_mode_trains_and_rendering_it_says_what_to_add(monkeypatch):
     _register(monkeypatch, "NoRenderMode-v0", NoRenderMode)
-    for render_mode in (None, "rgb_array"):  # gymnasium passes render_mode=None too
-        with pytest.raises(UsageError) as e:
-            make_vec_env("NoRenderMode-v0", 1, 0, render_mode=render_mode)
-        message = str(e.value)
-        assert message.startswith("environment 'NoRenderMode-v0' could not be made: TypeError: ")
-        assert "unexpected keyword argument 'render_mode'" in message and "\n" not in message
-        assert "its constructor must take render_mode=None" in message
+    env = make_vec_env("NoRenderMode-v0", 1, 0, backend="gymnasium")  # render_mode is passed only to render
+    assert env.reset().shape[0] == 1
+    env.close()
+    with pytest.raises(UsageError) as e:
+        make_vec_env("NoRenderMode-v0", 1, 0, render_mode="rgb_array")
+    message = str(e.value)
+    assert message.startswith("environment 'NoRenderMode-v0' could not be made: TypeError: ")
+    assert "unexpected keyword argument 'render_mode'" in message and "\n" not in message
+    assert "its constructor must take render_mode=None" in message
 
 
 def test_an_entry_point_that_cannot_be_imported(monkeypatch):

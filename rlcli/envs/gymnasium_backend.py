@@ -21,7 +21,23 @@ def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
         # the model's own body-tracking camera: gymnasium's default free camera stays where the
         # robot started, so a walker leaves the picture after a few seconds
         kwargs.setdefault("camera_name", "track")
-    return make_gym_env(gym_id, render_mode=render_mode, **kwargs)
+    if render_mode is not None:  # only then: an env that never renders need not take the keyword (POPGym's)
+        kwargs["render_mode"] = render_mode
+    return one_hot_observations(make_gym_env(gym_id, **kwargs))
+
+
+ONE_HOT = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary, gym.spaces.Tuple)
+
+
+def one_hot_observations(env: gym.Env) -> gym.Env:
+    """An env whose observations are symbols (Discrete, MultiDiscrete, MultiBinary, or a Tuple of those
+    and Boxes, as POPGym's) observed as one float32 vector: gymnasium's flattening, one-hot per symbol."""
+    space = env.observation_space
+    if not isinstance(space, ONE_HOT):
+        return env
+    if isinstance(space, gym.spaces.Tuple) and not all(isinstance(s, (*ONE_HOT, gym.spaces.Box)) for s in space):
+        return env
+    return gym.wrappers.DtypeObservation(gym.wrappers.FlattenObservation(env), np.float32)
 
 
 class GymnasiumVecEnv:

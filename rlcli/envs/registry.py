@@ -18,8 +18,9 @@ from rlcli.envs.atari_games import ATARI_GAMES
 from rlcli.errors import UsageError
 
 ATARI_PREFIX = "ALE/"
+POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported
 # what each extra installs, as the messages name it
-EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo"}
+EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo", "memory": "POPGym"}
 _VERSIONED = re.compile(r".+-v\d+")
 # ale-py's spellings: Pong-v5, ALE/Pong-v5, Pong-ram-v5, PongNoFrameskip-v4, PongDeterministic-v4
 _ATARI_ID = re.compile(r"(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?(?:NoFrameskip|Deterministic)?-v\d+")
@@ -61,6 +62,15 @@ def _register_atari() -> bool:
     return True
 
 
+@lru_cache(maxsize=1)
+def _register_popgym() -> bool:
+    try:
+        import popgym  # noqa: F401  (registers its ids with gymnasium)
+    except ImportError:
+        return False
+    return True
+
+
 def gymnasium_ids() -> list[str]:
     _register_atari()
     return list(gym.registry.keys())
@@ -90,6 +100,8 @@ def envpool_name(env_id: str) -> str | None:
 def gymnasium_name(env_id: str) -> str | None:
     """The gymnasium id for an id (envpool's ``Pong-v5`` is gymnasium's ``ALE/Pong-v5``)."""
     if env_id in gym.registry:  # before registering Atari: a CartPole process need not import ale_py
+        return env_id
+    if env_id.startswith(POPGYM_PREFIX) and _register_popgym() and env_id in gym.registry:
         return env_id
     ids = gymnasium_ids()
     if env_id in ids:
@@ -161,6 +173,8 @@ def missing_extra(env_id: str) -> str | None:
         return "mujoco" if _domain(spec) == "mujoco" and find_spec("mujoco") is None else None
     if looks_atari(env_id) and not atari_available():
         return "atari"
+    if env_id.startswith(POPGYM_PREFIX) and find_spec("popgym") is None:
+        return "memory"
     return None
 
 
