@@ -47,6 +47,10 @@ class NetworkConfig(Frozen):
     shared: bool = False  # one trunk for actor and critic (Atari) or two (MuJoCo)
     log_std_init: float = 0.0
     ortho_init: bool = True
+    # Dict observations: the keys each trunk reads. None: the actor every key but the action mask and
+    # "state", the critic every key but the mask (so a "state" key is the critic's privileged input)
+    actor_keys: tuple[str, ...] | None = None
+    critic_keys: tuple[str, ...] | None = None
 
 
 class AlgoConfig(Frozen):

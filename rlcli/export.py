@@ -4,9 +4,11 @@ The file maps observations, as rlcli's environment produces them (for Atari, aft
 which the spec's ``preprocessing`` spells out), to the actions the environment takes: observation
 normalisation (with its clip), the actor network, and the deterministic action (argmax per discrete
 dimension, PPO's mean clipped to the bounds, SAC's tanh of the mean scaled to the bounds). Pixels go in
-as uint8 frames and are scaled inside. A JSON spec beside the file names its input and output. Before
-the file is put in place it is checked: on real observations from the run's environment its actions
-must match the PyTorch agent's.
+as uint8 frames and are scaled inside. A Dict observation goes in as the actor's keys alone, concatenated
+in the spec's order (a critic's privileged keys are not needed), and an action mask as a second input,
+``action_mask``, bool, one entry per action of each dimension. A JSON spec beside the file names its
+inputs and output. Before the file is put in place it is checked: on real observations from the run's
+environment its actions must match the PyTorch agent's.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rlcli.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_nam
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 INPUT, OUTPUT = "obs", "action"
+MASK_INPUT = "action_mask"  # the second input of a masked policy's file
 BATCH = "batch"
 OPSET = 18  # ONNX Runtime has run it since 1.14; older runtimes can still load the file
 TOLERANCE = 1e-5  # absolute, on continuous actions (and on log-probabilities, for discrete near-ties)
@@ -112,11 +115,15 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     obs = pool[np.sort(rows)]
 
     module = policy_module(agent)
+    layout = getattr(getattr(module, "net", None), "layout", None)
+    file_module = module if layout is None else ActorInputs(module)
+    split = (lambda rows: (rows,)) if layout is None else file_module.split  # type: ignore[union-attr]
     staging = out.with_name(f".{out.name}.partial")
     try:
-        example = torch.as_tensor(pool[:2])  # two rows: a batch of one could be specialised
-        run_file = _export_onnx(module, example, staging) if fmt == "onnx" else _export_torchscript(
-            module, example, staging)
+        example = tuple(map(torch.as_tensor, split(pool[:2])))  # two rows: a batch of one could be specialised
+        run_inputs = _export_onnx(file_module, example, staging) if fmt == "onnx" else _export_torchscript(
+            file_module, example, staging)
+        run_file: RunFile = lambda rows: run_inputs(*split(rows))  # noqa: E731
         # against the live agent's policy, not the copy that was exported
         max_diff, near_ties = compare(agent.policy(deterministic=True), run_file, obs)
         if not max_diff <= TOLERANCE:
@@ -128,6 +135,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, len(obs), best)
+    if layout is not None:
+        spec.update(file_module.describe())  # type: ignore[union-attr]
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, len(obs), loaded.cfg.env.id,
@@ -145,6 +154,52 @@ def default_out(run_dir: Path, fmt: str) -> Path:
 
 
 RunFile = Callable[[np.ndarray], np.ndarray]
+
+
+class ActorInputs(nn.Module):
+    """A policy that takes flat observations of a layout (``ActorCritic.layout``: Dict keys, an action
+    mask) as a module of what acting needs alone: the actor's keys, concatenated in the layout's order,
+    and the mask as a bool tensor. The flat observation is rebuilt with zeros where the critic's own
+    keys were, which the actor never reads."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+        net = policy.net  # type: ignore[attr-defined]
+        self.layout, self.actor_keys = net.layout, net.actor_keys
+        self.masked = net.layout.mask_key is not None
+        self.pixels = False
+        self.train(policy.training)  # an exported policy is in eval mode, and so is this
+
+    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        parts, start = [], 0
+        for key, width in self.layout.fields:
+            if key in self.actor_keys:
+                parts.append(obs[:, start:start + width])
+                start += width
+            elif key == self.layout.mask_key and action_mask is not None:
+                parts.append(action_mask.to(obs.dtype))
+            else:
+                parts.append(obs.new_zeros(obs.shape[0], width))
+        return self.policy(torch.cat(parts, 1))
+
+    def split(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Flat observations as the file's inputs: (actor's keys[, mask])."""
+        obs = rows[:, self.layout.columns(self.actor_keys)]
+        if not self.masked:
+            return (obs,)
+        return obs, rows[:, self.layout.span(self.layout.mask_key)] > 0.5  # type: ignore[arg-type]
+
+    def describe(self) -> dict[str, Any]:
+        """The spec's entries for the inputs: each of the obs input's keys and its columns, the mask's."""
+        widths = dict(self.layout.fields)
+        inputs = [{"name": INPUT, "dtype": "float32", "shape": [BATCH, sum(widths[k] for k in self.actor_keys)],
+                   "keys": [{"key": k, "width": widths[k]} for k in self.actor_keys]}]
+        if self.masked:
+            inputs.append({"name": MASK_INPUT, "dtype": "bool", "shape": [BATCH, widths[self.layout.mask_key]],
+                           "meaning": "true where the action may be taken; one entry per action of each "
+                                      "dimension, dimensions one after another"})
+        return {"inputs": inputs, "action_mask": "masked actions are never chosen" if self.masked else None}
 
 
 @torch.no_grad()
@@ -201,20 +256,27 @@ def _quiet_exporters() -> Iterator[None]:
             warnings.filterwarnings("ignore", category=FutureWarning)
             warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")
             warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+            # the observations and the mask share one batch axis, which the exporter names once
+            warnings.filterwarnings("ignore", message=r".*The axis name: .* will not be used")
             yield
     finally:
         onnx_log.setLevel(level)
 
 
-def _export_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
+def _export_onnx(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path
+                 ) -> Callable[..., np.ndarray]:
     """torch.export-based ONNX export (the TorchScript-based one is deprecated); returns a function
-    that runs the written file in ONNX Runtime."""
+    that runs the written file in ONNX Runtime, on as many arrays as ``example`` holds tensors (the
+    observations, then an action mask)."""
     import onnxruntime
 
+    example = example if isinstance(example, tuple) else (example,)
+    names = [INPUT, MASK_INPUT][:len(example)]
+    batch = torch.export.Dim(BATCH)
     with _quiet_exporters():
         program = torch.onnx.export(
-            module, (example,), input_names=[INPUT], output_names=[OUTPUT], opset_version=OPSET,
-            dynamic_shapes={"obs": {0: torch.export.Dim(BATCH)}}, dynamo=True, verbose=False)
+            module, example, input_names=names, output_names=[OUTPUT], opset_version=OPSET,
+            dynamic_shapes={name: {0: batch} for name in names}, dynamo=True, verbose=False)
     if program is None:  # pragma: no cover  (only the legacy exporter returns nothing)
         raise UsageError("torch.onnx.export returned no program")
     program.save(str(path))
@@ -222,20 +284,23 @@ def _export_onnx(module: nn.Module, example: torch.Tensor, path: Path) -> RunFil
     options.intra_op_num_threads = torch.get_num_threads()  # a good neighbour, as eval is
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return lambda obs: session.run([OUTPUT], {INPUT: obs})[0]
+    return lambda *inputs: session.run([OUTPUT], dict(zip(names, inputs, strict=True)))[0]
 
 
-def _export_torchscript(module: nn.Module, example: torch.Tensor, path: Path) -> RunFile:
+def _export_torchscript(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path
+                        ) -> Callable[..., np.ndarray]:
     """A traced module: every branch of the policy's ``forward`` is fixed at construction, so
-    tracing captures it whole. Returns a function that runs the file loaded back from disk."""
+    tracing captures it whole. Returns a function that runs the file loaded back from disk, on as many
+    arrays as ``example`` holds tensors."""
+    example = example if isinstance(example, tuple) else (example,)
     with _quiet_exporters():
-        traced = torch.jit.trace(module, (example,))
+        traced = torch.jit.trace(module, example)
         torch.jit.save(traced, str(path))
         loaded = torch.jit.load(str(path))
 
-    def run(obs: np.ndarray) -> np.ndarray:
+    def run(*inputs: np.ndarray) -> np.ndarray:
         with torch.no_grad(), _quiet_exporters():
-            return loaded(torch.as_tensor(obs)).numpy()
+            return loaded(*map(torch.as_tensor, inputs)).numpy()
 
     return run
 
