@@ -43,16 +43,30 @@ def check_env_fits(cfg: RunConfig) -> None:
     """Raises a UsageError when the algorithm cannot act in the environment (e.g. SAC on Discrete)."""
     env = make_env(cfg, 1, cfg.seed)
     try:
-        spec_for(cfg.algo.algo).check_spaces(env.single_observation_space, env.single_action_space)
+        check_spaces(cfg.algo.algo, env)
     finally:
         env.close()
+
+
+def check_spaces(algo: str, env: VecEnv) -> None:
+    """Raises a UsageError when ``algo`` cannot act in ``env``: its spaces, or a Dict observation or an
+    action mask (the env's ``obs_layout``) that the algorithm does not read."""
+    spec = spec_for(algo)
+    layout = getattr(env, "obs_layout", None)
+    if layout is not None and not spec.takes_layout:
+        what = "an action mask" if layout.observed_keys == ("observation",) else "Dict observations"
+        raise UsageError(f"{algo} does not take {what}; train this environment with ppo")
+    spec.check_spaces(env.single_observation_space, env.single_action_space)
 
 
 def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> Agent:
     """The configured agent for ``env``'s spaces; a UsageError where the algorithm cannot act in them."""
     spec = spec_for(cfg.algo.algo)
-    spec.check_spaces(env.single_observation_space, env.single_action_space)
-    return spec.agent(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device)
+    check_spaces(cfg.algo.algo, env)
+    layout = getattr(env, "obs_layout", None)
+    extra = {} if layout is None else {"obs_layout": layout}  # a Box env's agent is built as it always was
+    return spec.agent(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device,
+                      **extra)
 
 
 def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: ThreadPlan) -> Learner:

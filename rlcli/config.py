@@ -49,6 +49,10 @@ class NetworkConfig(Frozen):
     ortho_init: bool = True
     recurrent: Literal["lstm", "gru"] | None = None  # a memory after the trunk: partially observed tasks
     recurrent_size: Annotated[int, Field(gt=0)] = 128  # its hidden units
+    # Dict observations: the keys each trunk reads. None: the actor every key but the action mask and
+    # "state", the critic every key but the mask (so a "state" key is the critic's privileged input)
+    actor_keys: tuple[str, ...] | None = None
+    critic_keys: tuple[str, ...] | None = None
 
 
 class AlgoConfig(Frozen):

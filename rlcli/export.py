@@ -4,9 +4,11 @@ The file maps observations, as rlcli's environment produces them (for Atari, aft
 which the spec's ``preprocessing`` spells out), to the actions the environment takes: observation
 normalisation (with its clip), the actor network, and the deterministic action (argmax per discrete
 dimension, PPO's mean clipped to the bounds, SAC's tanh of the mean scaled to the bounds). Pixels go in
-as uint8 frames and are scaled inside. A JSON spec beside the file names its input and output. Before
-the file is put in place it is checked: on real observations from the run's environment its actions
-must match the PyTorch agent's.
+as uint8 frames and are scaled inside. A Dict observation goes in as the actor's keys alone, concatenated
+in the spec's order (a critic's privileged keys are not needed), and an action mask as a second input,
+``action_mask``, bool, one entry per action of each dimension. A JSON spec beside the file names its
+inputs and output. Before the file is put in place it is checked: on real observations from the run's
+environment its actions must match the PyTorch agent's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from rlcli.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_nam
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 INPUT, OUTPUT = "obs", "action"
 STATE, STATE_OUT = "state", "state_out"  # a recurrent policy's state, in and out
+MASK_INPUT = "action_mask"  # the second input of a masked policy's file
 BATCH = "batch"
 OPSET = 18  # ONNX Runtime has run it since 1.14; older runtimes can still load the file
 TOLERANCE = 1e-5  # absolute, on continuous actions (and on log-probabilities, for discrete near-ties)
@@ -111,13 +114,20 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         env.close()
     module = policy_module(agent)
     recurrent = bool(getattr(module, "state_size", 0))
+    layout = getattr(getattr(module, "net", None), "layout", None)
+    if recurrent and layout is not None:
+        raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is not "
+                         "supported yet; eval and play run it")
+    file_module = module if layout is None else ActorInputs(module)
+    split = (lambda rows: (rows,)) if layout is None else file_module.split  # type: ignore[union-attr]
     staging = out.with_name(f".{out.name}.partial")
     try:
-        # two rows: a batch of one could be specialised
-        example = torch.as_tensor(episodes.obs[0, :2])
-        examples = (example, torch.zeros(2, module.state_size)) if recurrent else example
-        run_file = _export_onnx(module, examples, staging) if fmt == "onnx" else _export_torchscript(
-            module, examples, staging)
+        first = episodes.obs[0, :2]  # two rows: a batch of one could be specialised
+        examples = (torch.as_tensor(first), torch.zeros(2, module.state_size)) if recurrent else tuple(
+            map(torch.as_tensor, split(first)))
+        run_inputs = _export_onnx(file_module, examples, staging) if fmt == "onnx" else _export_torchscript(
+            file_module, examples, staging)
+        run_file: RunFile = run_inputs if recurrent else lambda rows: run_inputs(*split(rows))  # noqa: E731
         # against the live agent's policy, not the copy that was exported
         if recurrent:  # whole episodes, each side carrying its own state
             n_checked = episodes.starts.size
@@ -136,6 +146,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, n_checked, best)
+    if layout is not None:
+        spec.update(file_module.describe())  # type: ignore[union-attr]
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
@@ -153,6 +165,52 @@ def default_out(run_dir: Path, fmt: str) -> Path:
 
 
 RunFile = Callable[..., Any]  # the file's outputs for its inputs: actions, or (actions, state) for a recurrent policy
+
+
+class ActorInputs(nn.Module):
+    """A policy that takes flat observations of a layout (``ActorCritic.layout``: Dict keys, an action
+    mask) as a module of what acting needs alone: the actor's keys, concatenated in the layout's order,
+    and the mask as a bool tensor. The flat observation is rebuilt with zeros where the critic's own
+    keys were, which the actor never reads."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+        net = policy.net  # type: ignore[attr-defined]
+        self.layout, self.actor_keys = net.layout, net.actor_keys
+        self.masked = net.layout.mask_key is not None
+        self.pixels = False
+        self.train(policy.training)  # an exported policy is in eval mode, and so is this
+
+    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        parts, start = [], 0
+        for key, width in self.layout.fields:
+            if key in self.actor_keys:
+                parts.append(obs[:, start:start + width])
+                start += width
+            elif key == self.layout.mask_key and action_mask is not None:
+                parts.append(action_mask.to(obs.dtype))
+            else:
+                parts.append(obs.new_zeros(obs.shape[0], width))
+        return self.policy(torch.cat(parts, 1))
+
+    def split(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Flat observations as the file's inputs: (actor's keys[, mask])."""
+        obs = rows[:, self.layout.columns(self.actor_keys)]
+        if not self.masked:
+            return (obs,)
+        return obs, rows[:, self.layout.span(self.layout.mask_key)] > 0.5  # type: ignore[arg-type]
+
+    def describe(self) -> dict[str, Any]:
+        """The spec's entries for the inputs: each of the obs input's keys and its columns, the mask's."""
+        widths = dict(self.layout.fields)
+        inputs = [{"name": INPUT, "dtype": "float32", "shape": [BATCH, sum(widths[k] for k in self.actor_keys)],
+                   "keys": [{"key": k, "width": widths[k]} for k in self.actor_keys]}]
+        if self.masked:
+            inputs.append({"name": MASK_INPUT, "dtype": "bool", "shape": [BATCH, widths[self.layout.mask_key]],
+                           "meaning": "true where the action may be taken; one entry per action of each "
+                                      "dimension, dimensions one after another"})
+        return {"inputs": inputs, "action_mask": "masked actions are never chosen" if self.masked else None}
 
 
 @torch.no_grad()
@@ -247,23 +305,27 @@ def _quiet_exporters() -> Iterator[None]:
             warnings.filterwarnings("ignore", category=FutureWarning)
             warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")
             warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
-            # a recurrent policy's observation and state share one batch axis, named once
-            warnings.filterwarnings("ignore", message=r".*axis name.*shares the same shape constraints.*")
+            # inputs that share one batch axis (observations and a state or a mask), which the exporter names once
+            warnings.filterwarnings("ignore", message=r".*The axis name: .* will not be used")
             yield
     finally:
         onnx_log.setLevel(level)
 
 
 def _names(module: nn.Module) -> tuple[list[str], list[str]]:
-    """The file's inputs and outputs: a recurrent policy's take and return its state as well."""
+    """The file's inputs and outputs: a recurrent policy's take and return its state as well, a masked
+    one's take the mask."""
     if getattr(module, "state_size", 0):
         return [INPUT, STATE], [OUTPUT, STATE_OUT]
+    if getattr(module, "masked", False):
+        return [INPUT, MASK_INPUT], [OUTPUT]
     return [INPUT], [OUTPUT]
 
 
 def _export_onnx(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path) -> RunFile:
     """torch.export-based ONNX export (the TorchScript-based one is deprecated); returns a function
-    that runs the written file in ONNX Runtime."""
+    that runs the written file in ONNX Runtime, on as many arrays as ``example`` holds tensors (the
+    observations, then an action mask)."""
     import onnxruntime
 
     inputs, outputs = _names(module)
@@ -280,14 +342,15 @@ def _export_onnx(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, 
     options.intra_op_num_threads = torch.get_num_threads()  # a good neighbour, as eval is
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    if len(examples) == 1:
-        return lambda obs: session.run(outputs, {INPUT: obs})[0]
+    if len(outputs) == 1:
+        return lambda *arrays: session.run(outputs, dict(zip(inputs, arrays, strict=True)))[0]
     return lambda *arrays: tuple(session.run(outputs, dict(zip(inputs, arrays, strict=True))))
 
 
 def _export_torchscript(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path) -> RunFile:
     """A traced module: every branch of the policy's ``forward`` is fixed at construction, so
-    tracing captures it whole. Returns a function that runs the file loaded back from disk."""
+    tracing captures it whole. Returns a function that runs the file loaded back from disk, on as many
+    arrays as ``example`` holds tensors."""
     examples = example if isinstance(example, tuple) else (example,)
     with _quiet_exporters():
         traced = torch.jit.trace(module, examples)

@@ -17,10 +17,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
+from rlcli.envs.layout import ObsLayout, network_keys
+from rlcli.errors import UsageError
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 LOG2_E = 1.0 / math.log(2.0)
 FULL_PRECISION = (torch.float32, torch.float64)
+# what a masked action's logit becomes (sb3-contrib's value): its probability is exactly 0 in float32,
+# and no infinity enters the arithmetic, so a log-probability or an entropy term is never NaN
+MASKED_LOGIT = -1e8
 
 
 def _elu_on_cpu(x: torch.Tensor) -> torch.Tensor:
@@ -176,20 +181,26 @@ class PolicySample(NamedTuple):
 
 
 class ActorCritic(nn.Module):
-    """One network class for Discrete, MultiDiscrete and Box actions, shared or separate trunks."""
+    """One network class for Discrete, MultiDiscrete and Box actions, shared or separate trunks.
 
-    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig):
+    With a ``layout`` (a Dict observation, an action mask, or both, flattened by the env), the actor's
+    trunk reads the columns of ``cfg.actor_keys``, the critic's those of ``cfg.critic_keys``, and the
+    logits of masked actions are set to ``MASKED_LOGIT`` wherever the policy acts or is evaluated."""
+
+    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig,
+                 layout: ObsLayout | None = None):
         super().__init__()
         obs_shape = tuple(obs_space.shape)
         self.pixels = cfg.trunk == "cnn"
+        in_dims = self._read_columns(layout, cfg, int(np.prod(obs_shape)))
 
-        def trunk() -> tuple[nn.Module, int]:
+        def trunk(in_dim: int) -> tuple[nn.Module, int]:
             if self.pixels:
                 return nature_cnn_trunk(obs_shape, cfg)
-            return mlp_trunk(int(np.prod(obs_shape)), cfg)
+            return mlp_trunk(in_dim, cfg)
 
-        self.actor_trunk, width = trunk()
-        self.critic_trunk = None if cfg.shared else trunk()[0]
+        self.actor_trunk, width = trunk(in_dims[0])
+        self.critic_trunk = None if cfg.shared else trunk(in_dims[1])[0]
 
         if isinstance(action_space, gym.spaces.Discrete):
             self.kind, self.nvec = "discrete", [int(action_space.n)]
@@ -208,6 +219,39 @@ class ActorCritic(nn.Module):
             self.register_buffer("action_low", torch.as_tensor(action_space.low, dtype=torch.float32))
             self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32))
 
+    def _read_columns(self, layout: ObsLayout | None, cfg: NetworkConfig, size: int) -> tuple[int, int]:
+        """Registers the columns of the flat observation each trunk reads and the mask's (None: all of
+        them, no mask); returns the (actor, critic) input widths."""
+        self.layout = layout
+        columns: dict[str, list[int] | None] = dict.fromkeys(("actor", "critic", "mask"))
+        if layout is not None:
+            actor, critic = network_keys(layout, cfg.actor_keys, cfg.critic_keys)
+            if self.pixels:
+                raise UsageError("the cnn trunk takes image observations, not Dict ones or an action mask")
+            if cfg.shared and actor != critic:
+                raise UsageError(f"network.shared is true, but the actor reads {', '.join(actor)} and the critic "
+                                 f"{', '.join(critic)}: different inputs need separate trunks (shared: false)")
+            self.actor_keys, self.critic_keys = actor, critic
+            columns = {"actor": layout.columns(actor), "critic": layout.columns(critic),
+                       "mask": layout.mask_columns() or None}
+        for name, index in columns.items():  # not saved: the env's layout gives them again
+            self.register_buffer(f"{name}_columns", None if index is None else torch.tensor(index),
+                                 persistent=False)
+        return (len(columns["actor"] or range(size)), len(columns["critic"] or range(size)))
+
+    def _actor_in(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.actor_columns is None else x.index_select(1, self.actor_columns)
+
+    def _critic_in(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.critic_columns is None else x.index_select(1, self.critic_columns)
+
+    def _masked(self, logits: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """``logits`` with those of actions the observation's mask forbids at ``MASKED_LOGIT``; the mask
+        columns line up with the logits (one per action of each dimension)."""
+        if self.mask_columns is None:
+            return logits
+        return logits.masked_fill(obs.index_select(1, self.mask_columns) < 0.5, MASKED_LOGIT)
+
     def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
         if self.pixels:
             if _capturing_graph():  # the same values, in the plainest ops an exported file can hold
@@ -220,8 +264,8 @@ class ActorCritic(nn.Module):
 
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         obs = self._prepare(obs)
-        actor = self.actor_trunk(obs)
-        critic = actor if self.critic_trunk is None else self.critic_trunk(obs)
+        actor = self.actor_trunk(self._actor_in(obs))
+        critic = actor if self.critic_trunk is None else self.critic_trunk(self._critic_in(obs))
         return actor, critic
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -237,12 +281,12 @@ class ActorCritic(nn.Module):
         """``act`` without the critic: rollouts send these actions to the env and evaluate the critic
         (``value_of``) while it steps. The same values as ``act``, to the bit."""
         x = self._prepare(obs)
-        actor = self.actor_trunk(x)
-        actions, log_probs = self._draw(full_precision(self.actor_head, actor), deterministic)
-        return PolicySample(actions, log_probs, actor if self.critic_trunk is None else x)
+        actor = self.actor_trunk(self._actor_in(x))
+        actions, log_probs = self._draw(self._masked(full_precision(self.actor_head, actor), x), deterministic)
+        return PolicySample(actions, log_probs, actor if self.critic_trunk is None else self._critic_in(x))
 
     def _draw(self, out: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actions, log-probabilities) drawn from (or the mode of) the actor's logits or means."""
+        """(actions, log-probabilities) drawn from (or the mode of) the actor's logits (masked) or means."""
         if self.kind == "continuous":
             std = self.log_std.exp()
             actions = out if deterministic else out + std * torch.randn_like(out)
@@ -255,8 +299,10 @@ class ActorCritic(nn.Module):
         return full_precision(self.critic_head, critic).squeeze(-1)
 
     def actor_output(self, obs: torch.Tensor) -> torch.Tensor:
-        """Logits (discrete) or means (continuous) for observations as the agent stores them."""
-        return full_precision(self.actor_head, self.actor_trunk(self._prepare(obs)))
+        """Logits (discrete, masked ones at ``MASKED_LOGIT``) or means (continuous) for observations as
+        the agent stores them."""
+        x = self._prepare(obs)
+        return self._masked(full_precision(self.actor_head, self.actor_trunk(self._actor_in(x))), x)
 
     def policy_actions(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         """Actions alone, drawn as ``act`` draws them (the same random numbers), without the critic or
@@ -279,11 +325,11 @@ class ActorCritic(nn.Module):
         actor, critic = self._features(obs)
         out = full_precision(self.actor_head, actor)
         values = full_precision(self.critic_head, critic).squeeze(-1)
-        log_probs, entropy = self._log_prob_entropy(out, actions)
+        log_probs, entropy = self._log_prob_entropy(self._masked(out, obs), actions)
         return log_probs, entropy, values
 
     def _log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log-probabilities of ``actions``, entropies) under the actor's logits or means ``out``."""
+        """(log-probabilities of ``actions``, entropies) under the actor's logits (masked) or means ``out``."""
         if self.kind == "continuous":
             entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
             return self._normal_log_prob(out, actions), entropy
@@ -318,7 +364,10 @@ class ActorCritic(nn.Module):
         for i, part in enumerate(logits.split(self.nvec, dim=-1)):
             logp = F.log_softmax(part, dim=-1)
             log_probs = log_probs + logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1)
-            entropy = entropy - (logp.exp() * logp).sum(-1)
+            p_log_p = logp.exp() * logp
+            if self.mask_columns is not None:  # over the allowed actions only, as MaskableCategorical
+                p_log_p = torch.where(part > MASKED_LOGIT, p_log_p, 0.0)
+            entropy = entropy - p_log_p.sum(-1)
         return log_probs, entropy  # type: ignore[return-value]
 
 

@@ -6,6 +6,8 @@ with them; evaluation uses the statistics frozen.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -34,12 +36,18 @@ class RunningMeanStd(nn.Module):
 
 
 class ObsNormalizer(nn.Module):
-    """(obs - mean) / std, clipped; identity when disabled."""
+    """(obs - mean) / std, clipped; identity when disabled. ``raw_columns`` (of a flat observation) pass
+    through as they are: an action mask's 0/1 entries, which the network reads as flags."""
 
-    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float) -> None:
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float, raw_columns: Sequence[int] = ()) -> None:
         super().__init__()
         self.enabled, self.clip = enabled, clip
         self.rms = RunningMeanStd(shape)
+        raw = None
+        if raw_columns:
+            raw = torch.zeros(shape, dtype=torch.bool)
+            raw[list(raw_columns)] = True
+        self.register_buffer("raw", raw, persistent=False)  # not saved: the env's layout gives it again
 
     @torch.no_grad()
     def forward(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
@@ -48,7 +56,8 @@ class ObsNormalizer(nn.Module):
         if update:
             self.rms.update(obs)
         std = torch.sqrt(self.rms.var + 1e-8).float()
-        return ((obs - self.rms.mean.float()) / std).clamp(-self.clip, self.clip)
+        normalized = ((obs - self.rms.mean.float()) / std).clamp(-self.clip, self.clip)
+        return normalized if self.raw is None else torch.where(self.raw, obs, normalized)
 
 
 class RewardScaler(nn.Module):

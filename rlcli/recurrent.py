@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
+from rlcli.envs.layout import ObsLayout
 from rlcli.nets import ActorCritic, PolicySample, full_precision, layer_init
 from rlcli.rnn import gru_cell, gru_sequence, lstm_cell, lstm_sequence
 
@@ -71,8 +72,9 @@ class RecurrentActorCritic(ActorCritic):
     """``ActorCritic`` with a memory after each trunk (one, read by both heads, with a shared trunk).
     Its state is the actor memory's then the critic memory's; the policy alone needs the actor's."""
 
-    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig) -> None:
-        super().__init__(obs_space, action_space, cfg)
+    def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig,
+                 layout: ObsLayout | None = None) -> None:
+        super().__init__(obs_space, action_space, cfg, layout)
         assert cfg.recurrent is not None
         width, size = self.actor_head.in_features, cfg.recurrent_size
         self.actor_memory = Memory(cfg.recurrent, width, size)
@@ -83,24 +85,26 @@ class RecurrentActorCritic(ActorCritic):
         self.state_size = self.actor_state_size + (0 if self.critic_memory is None else self.critic_memory.state_size)
 
     def _step(self, obs: torch.Tensor, state: torch.Tensor, critic: bool
-              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """(actor features, critic features or None, next state) for one step of raw-scaled rows."""
+              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """(actor features, critic features or None, next state, the prepared rows) for one step."""
         x = self._prepare(obs)
-        actor, actor_state = self.actor_memory.step(self.actor_trunk(x), state[:, :self.actor_state_size])
+        actor, actor_state = self.actor_memory.step(self.actor_trunk(self._actor_in(x)),
+                                                    state[:, :self.actor_state_size])
         if not critic:
-            return actor, None, actor_state
+            return actor, None, actor_state, x
         if self.critic_memory is None or self.critic_trunk is None:
-            return actor, actor, actor_state
-        features, critic_state = self.critic_memory.step(self.critic_trunk(x), state[:, self.actor_state_size:])
-        return actor, features, torch.cat([actor_state, critic_state], -1)
+            return actor, actor, actor_state, x
+        features, critic_state = self.critic_memory.step(self.critic_trunk(self._critic_in(x)),
+                                                         state[:, self.actor_state_size:])
+        return actor, features, torch.cat([actor_state, critic_state], -1), x
 
     def sample(self, obs: torch.Tensor, deterministic: bool = False,  # type: ignore[override]
                state: torch.Tensor | None = None) -> PolicySample:
         """Actions, their log-probabilities, the state values (as ``critic_input``: the critic runs here,
         since its memory moves with the step) and the next state."""
         assert state is not None
-        actor, critic, next_state = self._step(obs, state, critic=True)
-        actions, log_probs = self._draw(full_precision(self.actor_head, actor), deterministic)
+        actor, critic, next_state, x = self._step(obs, state, critic=True)
+        actions, log_probs = self._draw(self._masked(full_precision(self.actor_head, actor), x), deterministic)
         values = full_precision(self.critic_head, critic).squeeze(-1)
         return PolicySample(actions, log_probs, values, next_state)
 
@@ -118,21 +122,22 @@ class RecurrentActorCritic(ActorCritic):
         state stored at its first step: what the PPO loss differentiates."""
         steps, envs = starts.shape
         x = self._prepare(obs.flatten(0, 1))
-        actor = self.actor_memory.replay(self.actor_trunk(x).view(steps, envs, -1),
+        actor = self.actor_memory.replay(self.actor_trunk(self._actor_in(x)).view(steps, envs, -1),
                                          state[:, :self.actor_state_size], starts).flatten(0, 1)
         if self.critic_memory is None or self.critic_trunk is None:
             critic = actor
         else:
-            critic = self.critic_memory.replay(self.critic_trunk(x).view(steps, envs, -1),
+            critic = self.critic_memory.replay(self.critic_trunk(self._critic_in(x)).view(steps, envs, -1),
                                                state[:, self.actor_state_size:], starts).flatten(0, 1)
-        log_probs, entropy = self._log_prob_entropy(full_precision(self.actor_head, actor), actions.flatten(0, 1))
+        out = self._masked(full_precision(self.actor_head, actor), x)
+        log_probs, entropy = self._log_prob_entropy(out, actions.flatten(0, 1))
         values = full_precision(self.critic_head, critic).squeeze(-1)
         return log_probs.view(steps, envs), entropy.view(steps, envs), values.view(steps, envs)
 
     def actor_step(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits or means, next actor state) for observations as the agent stores them."""
-        actor, _, next_state = self._step(obs, state, critic=False)
-        return full_precision(self.actor_head, actor), next_state
+        """(logits, masked, or means; the next actor state) for observations as the agent stores them."""
+        actor, _, next_state, x = self._step(obs, state, critic=False)
+        return self._masked(full_precision(self.actor_head, actor), x), next_state
 
 
 class RecurrentPolicy(nn.Module):

@@ -4,7 +4,7 @@ Run (from the repository root):
 
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong`` picks sections, ``--quick`` cuts
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked`` picks sections, ``--quick`` cuts
 every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result,
 ``--markdown PATH`` writes the tables that are printed. The sections, what each row measures and why, are
 described in scripts/README.md.
@@ -98,6 +98,10 @@ PONG_CLEANRL: dict[str, Any] = dict(
     normalize_obs=False, normalize_reward=False, env_kwargs={},
     network=dict(trunk="cnn", hidden=[512], activation="relu", shared=True, ortho_init=True),
 )
+# Masked PPO: rlcli's MaskedChoice-v0 entry (hyperparams/ppo.yml) on both sides, against sb3-contrib's
+# MaskablePPO, which reads the mask through ActionMasker (the env's current ``allowed`` flags) where rlcli
+# reads it from info
+MASKED_ID = "MaskedChoice-v0"
 RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
@@ -116,6 +120,7 @@ class Budgets:
     sac_learning_starts: int = 1_000  # random-action steps before SAC learns; the timed window starts here
     sac_window: int = 5_000  # env steps timed after learning starts
     pong_steps: int = 20_000
+    masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
     env_seconds: float = 5.0  # random-action env throughput
 
     def quick(self) -> Budgets:
@@ -127,7 +132,8 @@ class Budgets:
         in env steps, and with Hopper's short random episodes its first update comes a few dozen steps
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
-                       sac_learning_starts=300, sac_window=50, pong_steps=1_000, env_seconds=0.25)
+                       sac_learning_starts=300, sac_window=50, pong_steps=1_000, masked_steps=1_000,
+                       env_seconds=0.25)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -540,6 +546,28 @@ def worker_env_sb3(args: WorkerArgs) -> dict[str, Any]:
     return {**result, "backend": type(venv).__name__}
 
 
+def worker_rlcli_masked(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli's masked PPO on MaskedChoice-v0 (its tuned entry, the mask from info), steps/s."""
+    return rlcli_ppo_throughput(args, {})
+
+
+def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
+    """sb3-contrib's MaskablePPO with rlcli's MaskedChoice-v0 values, on DummyVecEnv, steps/s."""
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.wrappers import ActionMasker
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import rlcli.envs.masked  # noqa: F401  (registers the task)
+
+    cfg = rlcli_config("ppo", args, {}).algo
+    policy, kwargs = sb3_ppo_kwargs(cfg)
+    kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions: MaskablePPO's policy takes no such key
+    env = make_vec_env(lambda: ActionMasker(gym.make(args.env), lambda env: env.unwrapped.allowed),
+                       n_envs=cfg.n_envs, seed=args.seed)
+    return sb3_ppo_throughput(MaskablePPO(policy, env, seed=args.seed, **kwargs), args.steps)
+
+
 WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-cartpole": worker_sb3_cartpole,
     "rlcli-hopper-ppo": worker_rlcli_hopper_ppo,
@@ -550,6 +578,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-hopper-sac": worker_sb3_hopper_sac,
     "rlcli-pong": worker_rlcli_pong,
     "sb3-pong": worker_sb3_pong,
+    "rlcli-masked": worker_rlcli_masked,
+    "sb3-masked": worker_sb3_masked,
     "env-rlcli": worker_env_rlcli,
     "env-sb3": worker_env_sb3,
 }
@@ -943,12 +973,31 @@ def bench_pong(ctx: Context) -> Section:
     return section
 
 
+def bench_masked(ctx: Context) -> Section:
+    """MaskedChoice-v0 PPO with an action mask, identical hyperparameters, against sb3-contrib's
+    MaskablePPO: env steps/s, and the final training return of each side's run."""
+    section, budget = Section("masked"), ctx.budgets.masked_steps
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-masked"), ("SB3", "sb3-masked")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=MASKED_ID, steps=budget))
+            add_steady(section, side, seed, result)
+    section.rows += [
+        Row(f"{MASKED_ID} masked PPO (sb3-contrib MaskablePPO), same hyperparameters: env steps/s over "
+            f"{budget:,} steps", "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"),
+            Goal(">=", 3)),
+        steady_row(section),
+    ]
+    return section
+
+
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "cartpole": bench_cartpole,
     "hopper-ppo": bench_hopper_ppo,
     "hopper-ppo-same": bench_hopper_ppo_same,
     "hopper-sac": bench_hopper_sac,
     "pong": bench_pong,
+    "masked": bench_masked,
 }
 
 

@@ -17,7 +17,7 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py"):
     pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong"]
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked"]
 
 
 @pytest.fixture(scope="module")

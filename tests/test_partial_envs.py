@@ -38,3 +38,16 @@ def test_the_ids_resolve_train_on_gymnasium_and_use_the_classic_group():
     obs = env.reset()
     assert obs.shape == (2, 4) and np.all(obs[:, [1, 3]] == 0.0)
     env.close()
+
+
+def test_the_state_variant_shows_the_hidden_observation_and_the_full_state_as_two_keys():
+    env, full = gym.make("CartPoleNoVelState-v1"), gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=4)
+    full_obs, _ = full.reset(seed=4)
+    for _ in range(20):
+        assert np.array_equal(obs["state"], full_obs) and np.array_equal(obs["observation"], full_obs * [1, 0, 1, 0])
+        obs, *_ = env.step(1)
+        full_obs, *_ = full.step(1)
+    vec = make_vec_env("CartPoleNoVelState-v1", 2, 0)
+    assert vec.obs_layout.fields == (("observation", 4), ("state", 4)) and vec.reset().shape == (2, 8)
+    vec.close()

@@ -118,7 +118,8 @@ class Learner(Protocol):
     def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None: ...
 
 
-AgentFactory = Callable[[Any, gym.Space, gym.Space, int, torch.device], Agent]
+# (algo config, observation space, action space, n_envs, device), and obs_layout= where the env has one
+AgentFactory = Callable[..., Agent]
 LearnerFactory = Callable[["VecEnv", Any, Any, ThreadPlan], Learner]
 
 
@@ -137,3 +138,6 @@ class AlgoSpec:
     coupled: tuple[str, ...] = ()  # fields that constrain one another, tried in every combination
     hyperparams: Path | None = None  # its tuned hyperparameters; None: the shipped hyperparams/NAME.yml
     optional_metrics: tuple[str, ...] = ()  # metrics some iterations lack: columns of metrics.csv all the same
+    # whether its agent takes an ``obs_layout`` keyword (Dict observations, action masks); those envs are
+    # refused for an algorithm that does not
+    takes_layout: bool = False

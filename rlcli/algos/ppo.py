@@ -19,6 +19,7 @@ from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
+from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
 from rlcli.nets import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
 from rlcli.normalization import ObsNormalizer, RewardScaler
@@ -154,13 +155,15 @@ class PPO(nn.Module):
     """Networks, normalisers and optimiser of one PPO agent; all state is tensors."""
 
     def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space,
-                 n_envs: int, device: torch.device) -> None:
+                 n_envs: int, device: torch.device, obs_layout: ObsLayout | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.device = device
+        # obs_layout: the env's (VecEnv.obs_layout), for Dict observations and action masks
         self.net = (RecurrentActorCritic if cfg.network.recurrent else ActorCritic)(obs_space, action_space,
-                                                                                    cfg.network)
-        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
+                                                                                    cfg.network, obs_layout)
+        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs,
+                                      obs_layout.mask_columns() if obs_layout else ())
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)

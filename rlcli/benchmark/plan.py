@@ -16,7 +16,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from rlcli.algos import resolve, spec_for
+from rlcli.agents import check_spaces
+from rlcli.algos import resolve
 from rlcli.config import Frozen, deep_merge, parse_overrides
 from rlcli.envs import import_env_module, make_vec_env
 from rlcli.envs.registry import resolve_backend, resolve_env_id
@@ -114,7 +115,7 @@ def _incompatible(algos: list[str], env_id: str, backend: str) -> dict[str, str]
         reasons = {}
         for algo in algos:
             try:
-                spec_for(algo).check_spaces(env.single_observation_space, env.single_action_space)
+                check_spaces(algo, env)
             except UsageError as e:
                 reasons[algo] = str(e).split(". ")[0]
         return reasons

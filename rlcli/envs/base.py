@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 import gymnasium as gym
 import numpy as np
 
+from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
 
 
@@ -31,6 +32,9 @@ class VecEnv(Protocol):
     single_observation_space: gym.Space
     single_action_space: gym.Space
     backend: str
+    # the columns of a Dict observation's keys and of an action mask in the flat observations the env
+    # returns (its single_observation_space is then that flat Box); None for a Box env without a mask
+    obs_layout: ObsLayout | None
 
     def reset(self) -> np.ndarray:
         """First observations, [n_envs, *obs_shape]."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
+from rlcli.envs.layout import MASK_KEY, ObsFlattener, ObsLayout, flat_space, layout_of
 
 # Standard Atari preprocessing (Machado et al. / Nature DQN); rlcli/envs/atari.py copies it for gymnasium.
 ATARI_KWARGS = dict(
@@ -37,12 +38,30 @@ class EnvpoolVecEnv:
             raise creation_error(name, e) from e
         self._atari = atari
         self.num_envs = num_envs
-        self.single_observation_space = float32_space(self._env.observation_space)
         self.single_action_space = float32_space(self._env.action_space)
+        self.obs_layout: ObsLayout | None = layout_of(self._env.observation_space, self._info_mask_width(),
+                                                      self.single_action_space)
+        # None: a Box without a mask, passed on as it is, as before Dict observations were taken
+        self._flatten = None if self.obs_layout is None else ObsFlattener(self.obs_layout, self.single_action_space)
+        self.single_observation_space = float32_space(self._env.observation_space) \
+            if self.obs_layout is None else flat_space(self.obs_layout)
+
+    def _info_mask_width(self) -> int | None:
+        """Entries of the ``action_mask`` the task publishes in ``info`` (from envpool's spec, which lists
+        every info key), None where it publishes none."""
+        spec = self._env.spec
+        keys = list(getattr(spec, "_state_keys", ()))
+        name = f"info:{MASK_KEY}"
+        if name not in keys:
+            return None
+        return int(np.prod(spec.state_array_spec[name].shape))
+
+    def _observation(self, obs: np.ndarray, info: dict) -> np.ndarray:
+        return float32_obs(obs) if self._flatten is None else self._flatten(obs, info)
 
     def reset(self) -> np.ndarray:
-        obs, _ = self._env.reset()
-        return float32_obs(obs)
+        obs, info = self._env.reset()
+        return self._observation(obs, info)
 
     def step(self, actions: np.ndarray) -> StepResult:
         self.step_async(actions)
@@ -59,7 +78,7 @@ class EnvpoolVecEnv:
         else:
             raw_reward = reward.astype(np.float32)
             game_over = terminated | truncated
-        return StepResult(float32_obs(obs), reward.astype(np.float32), terminated, truncated,
+        return StepResult(self._observation(obs, info), reward.astype(np.float32), terminated, truncated,
                           raw_reward, game_over)
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcli.envs.atari import make_atari_env
 from rlcli.envs.base import StepResult, float32_obs, float32_space, make_gym_env
+from rlcli.envs.layout import ObsFlattener, ObsLayout, flat_space, layout_of
 
 
 def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
@@ -52,13 +53,29 @@ class GymnasiumVecEnv:
         self._seed = seed
         self._atari = atari
         self.num_envs = num_envs
-        self.single_observation_space = float32_space(self._env.single_observation_space)
         self.single_action_space = self._env.single_action_space
+        self.obs_layout: ObsLayout | None = layout_of(self._env.single_observation_space,
+                                                      self._info_mask_width(), self.single_action_space)
+        # None: a Box without a mask, passed on as it is, as before Dict observations were taken
+        self._flatten = None if self.obs_layout is None else ObsFlattener(self.obs_layout, self.single_action_space)
+        self.single_observation_space = float32_space(self._env.single_observation_space) \
+            if self.obs_layout is None else flat_space(self.obs_layout)
         self._env.single_action_space.seed(seed)
 
+    def _info_mask_width(self) -> int | None:
+        """Entries of the ``action_mask`` the env publishes in ``info``, None where it publishes none: read
+        from one reset of the first env (``reset`` reseeds every env, so the draw is not used up)."""
+        if self._atari or not isinstance(self.single_action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+            return None
+        _, info = self._env.envs[0].reset(seed=self._seed)
+        return int(np.size(info["action_mask"])) if "action_mask" in info else None
+
+    def _observation(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+        return float32_obs(obs) if self._flatten is None else self._flatten(obs, info)
+
     def reset(self) -> np.ndarray:
-        obs, _ = self._env.reset(seed=self._seed)
-        return float32_obs(obs)
+        obs, info = self._env.reset(seed=self._seed)
+        return self._observation(obs, info)
 
     def step(self, actions: np.ndarray) -> StepResult:
         obs, reward, terminated, truncated, info = self._env.step(actions)
@@ -68,7 +85,7 @@ class GymnasiumVecEnv:
         else:
             raw_reward = reward.astype(np.float32)
             game_over = terminated | truncated
-        return StepResult(float32_obs(obs), reward.astype(np.float32), terminated, truncated,
+        return StepResult(self._observation(obs, info), reward.astype(np.float32), terminated, truncated,
                           raw_reward, game_over)
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, parse_env_id
 
-from rlcli.envs import partial  # noqa: F401  (registers the velocity-hidden tasks)
+from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
 from rlcli.errors import UsageError
 
