@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager, nullcontext
 import gymnasium as gym
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import ObsLayout
@@ -24,41 +23,48 @@ from rlcli.rnn import gru_cell, gru_sequence, lstm_cell, lstm_sequence
 
 
 class Memory(nn.Module):
-    """One LSTM or GRU layer (torch's parameter shapes and gate order, an LSTM's two biases as one); its
-    state is [envs, state_size], an LSTM's hidden and cell states side by side."""
+    """``members`` independent LSTM or GRU layers run together (an actor's memory and a critic's): torch's
+    parameter shapes and gate order per member, an LSTM's two biases as one. A member's state is
+    [envs, state_size], an LSTM's hidden and cell states side by side."""
 
-    def __init__(self, kind: str, in_dim: int, size: int) -> None:
+    def __init__(self, kind: str, in_dim: int, size: int, members: int = 1) -> None:
         super().__init__()
         self.lstm = kind == "lstm"
-        self.size = size
+        self.size, self.members = size, members
         gates = (4 if self.lstm else 3) * size
         self.state_size = 2 * size if self.lstm else size
         # CleanRL's initialisation: orthogonal weights, zero biases
-        self.w_ih = nn.Parameter(nn.init.orthogonal_(torch.empty(gates, in_dim)))
-        self.w_hh = nn.Parameter(nn.init.orthogonal_(torch.empty(gates, size)))
-        self.b_ih = nn.Parameter(torch.zeros(gates))
-        self.b_hh = None if self.lstm else nn.Parameter(torch.zeros(gates))
+        self.w_ih = nn.Parameter(torch.stack([nn.init.orthogonal_(torch.empty(gates, in_dim)) for _ in range(members)]))
+        self.w_hh = nn.Parameter(torch.stack([nn.init.orthogonal_(torch.empty(gates, size)) for _ in range(members)]))
+        self.b_ih = nn.Parameter(torch.zeros(members, gates))
+        self.b_hh = None if self.lstm else nn.Parameter(torch.zeros(members, gates))
 
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step for [envs, features] from the state entering it: (outputs [envs, size], next state)."""
+        """One step of the first ``m`` members for x [m, envs, features] from the state entering it
+        [m, envs, state_size]: (outputs [m, envs, size], next state)."""
+        m = x.shape[0]
         with _full_precision(x):
             x = x.to(self.w_ih.dtype)
-            gates_x = F.linear(x, self.w_ih, self.b_ih)
+            gates_x = torch.baddbmm(self.b_ih[:m].unsqueeze(1), x, self.w_ih[:m].transpose(1, 2))
+            w_hh_t = self.w_hh[:m].transpose(1, 2)
             if self.lstm:
-                h, c = lstm_cell(gates_x, state[:, :self.size], state[:, self.size:], self.w_hh.t())[:2]
+                h, c = lstm_cell(gates_x, state[..., :self.size], state[..., self.size:], w_hh_t)[:2]
                 return h, torch.cat([h, c], -1)
-            h = gru_cell(gates_x, state, self.w_hh.t(), self.b_hh)[0]  # type: ignore[arg-type]
+            h = gru_cell(gates_x, state, w_hh_t, self.b_hh[:m].unsqueeze(1))[0]  # type: ignore[index]
             return h, h
 
     def replay(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
-        """Outputs [steps, envs, size] for inputs [steps, envs, features] from ``state`` (the state
-        before the first step), the state set to zero at every step where ``starts`` is true: the
-        outputs that ``step`` gave, step by step, over the same inputs."""
+        """Outputs [members, steps, envs, size] for inputs [members, steps, envs, features] from ``state``
+        [members, envs, state_size] (the state before the first step), the state set to zero at every
+        step where ``starts`` [steps, envs] is true: the outputs that ``step`` gave, step by step."""
         with _full_precision(x):
-            keep = (~starts).unsqueeze(-1).to(self.w_ih.dtype)
+            keep = (~starts)[:, None, :, None].to(self.w_ih.dtype)
+            x = x.to(self.w_ih.dtype)
             if self.lstm:
-                return lstm_sequence(x.to(self.w_ih.dtype), state, keep, self.w_ih, self.w_hh, self.b_ih)
-            return gru_sequence(x.to(self.w_ih.dtype), state, keep, self.w_ih, self.w_hh, self.b_ih, self.b_hh)  # type: ignore[arg-type]
+                out = lstm_sequence(x, state, keep, self.w_ih, self.w_hh, self.b_ih)
+            else:
+                out = gru_sequence(x, state, keep, self.w_ih, self.w_hh, self.b_ih, self.b_hh)  # type: ignore[arg-type]
+            return out.transpose(0, 1)
 
 
 def _full_precision(x: torch.Tensor) -> AbstractContextManager:
@@ -69,34 +75,36 @@ def _full_precision(x: torch.Tensor) -> AbstractContextManager:
 
 
 class RecurrentActorCritic(ActorCritic):
-    """``ActorCritic`` with a memory after each trunk (one, read by both heads, with a shared trunk).
-    Its state is the actor memory's then the critic memory's; the policy alone needs the actor's."""
+    """``ActorCritic`` with a memory after each trunk (one, read by both heads, with a shared trunk), run
+    as the members of one ``Memory``. Its state [envs, members * S] is the actor's member then the
+    critic's; the policy alone needs the actor's, the first ``actor_state_size`` columns."""
 
     def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, cfg: NetworkConfig,
                  layout: ObsLayout | None = None) -> None:
         super().__init__(obs_space, action_space, cfg, layout)
         assert cfg.recurrent is not None
         width, size = self.actor_head.in_features, cfg.recurrent_size
-        self.actor_memory = Memory(cfg.recurrent, width, size)
-        self.critic_memory = None if cfg.shared else Memory(cfg.recurrent, width, size)
+        self.memory = Memory(cfg.recurrent, width, size, members=1 if self.critic_trunk is None else 2)
         self.actor_head = layer_init(nn.Linear(size, self.actor_head.out_features), gain=0.01, ortho=cfg.ortho_init)
         self.critic_head = layer_init(nn.Linear(size, 1), gain=1.0, ortho=cfg.ortho_init)
-        self.actor_state_size = self.actor_memory.state_size
-        self.state_size = self.actor_state_size + (0 if self.critic_memory is None else self.critic_memory.state_size)
+        self.actor_state_size = self.memory.state_size
+        self.state_size = self.memory.members * self.memory.state_size
+
+    def _members(self, state: torch.Tensor) -> torch.Tensor:
+        """[envs, m * S] as [m, envs, S]."""
+        return state.view(state.shape[0], -1, self.memory.state_size).transpose(0, 1)
 
     def _step(self, obs: torch.Tensor, state: torch.Tensor, critic: bool
               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """(actor features, critic features or None, next state, the prepared rows) for one step."""
+        """(actor features, critic features or None, next state, the prepared rows) for one step; without
+        the critic, ``state`` and the next state are the actor's alone."""
         x = self._prepare(obs)
-        actor, actor_state = self.actor_memory.step(self.actor_trunk(self._actor_in(x)),
-                                                    state[:, :self.actor_state_size])
-        if not critic:
-            return actor, None, actor_state, x
-        if self.critic_memory is None or self.critic_trunk is None:
-            return actor, actor, actor_state, x
-        features, critic_state = self.critic_memory.step(self.critic_trunk(self._critic_in(x)),
-                                                         state[:, self.actor_state_size:])
-        return actor, features, torch.cat([actor_state, critic_state], -1), x
+        features = self.actor_trunk(self._actor_in(x)).unsqueeze(0)
+        if critic and self.critic_trunk is not None:
+            features = torch.stack([features[0], self.critic_trunk(self._critic_in(x))])
+        out, next_state = self.memory.step(features, self._members(state)[:features.shape[0]])
+        next_state = next_state.transpose(0, 1).reshape(state.shape[0], -1)
+        return out[0], (out[-1] if critic else None), next_state, x
 
     def sample(self, obs: torch.Tensor, deterministic: bool = False,  # type: ignore[override]
                state: torch.Tensor | None = None) -> PolicySample:
@@ -122,13 +130,11 @@ class RecurrentActorCritic(ActorCritic):
         state stored at its first step: what the PPO loss differentiates."""
         steps, envs = starts.shape
         x = self._prepare(obs.flatten(0, 1))
-        actor = self.actor_memory.replay(self.actor_trunk(self._actor_in(x)).view(steps, envs, -1),
-                                         state[:, :self.actor_state_size], starts).flatten(0, 1)
-        if self.critic_memory is None or self.critic_trunk is None:
-            critic = actor
-        else:
-            critic = self.critic_memory.replay(self.critic_trunk(self._critic_in(x)).view(steps, envs, -1),
-                                               state[:, self.actor_state_size:], starts).flatten(0, 1)
+        features = self.actor_trunk(self._actor_in(x)).unsqueeze(0)
+        if self.critic_trunk is not None:
+            features = torch.stack([features[0], self.critic_trunk(self._critic_in(x))])
+        out = self.memory.replay(features.view(features.shape[0], steps, envs, -1), self._members(state), starts)
+        actor, critic = out[0].reshape(steps * envs, -1), out[-1].reshape(steps * envs, -1)
         out = self._masked(full_precision(self.actor_head, actor), x)
         log_probs, entropy = self._log_prob_entropy(out, actions.flatten(0, 1))
         values = full_precision(self.critic_head, critic).squeeze(-1)

@@ -1,14 +1,18 @@
-"""LSTM and GRU layers over sequences with resets inside them, forward and backward written out.
+"""LSTM and GRU layers over sequences with resets inside them, forward and backward written out, for
+``M`` independent members at once (an actor's memory and a critic's).
 
 torch's CPU LSTM is a composite of small ops that autograd records step by step: one step of a 64-unit
 LSTM for 8 envs costs about 350 µs through ``nn.LSTM``, and the backward of a 32-step sequence 8 ms.
-Here the input projection of every step is one matrix product, each step's recurrence is one product and
-a handful of in-place element-wise ops, and the backward is one hand-written loop whose weight gradient
-is one product over all steps. Gate layouts and maths are torch's (``nn.LSTM``: i, f, g, o; ``nn.GRU``:
-r, z, n with the reset gate applied after the hidden product), and the tests check both against torch's
-layers and autograd.
+Here the input projection of every step is one batched product, each step's recurrence one batched
+product and a handful of element-wise ops for all members together, and the backward one hand-written
+loop whose weight gradient is one product over all steps. On a CPU such small ops cost their call more
+than their arithmetic, so the members share every call. Gate layouts and maths are torch's
+(``nn.LSTM``: i, f, g, o; ``nn.GRU``: r, z, n, the reset gate applied after the hidden product), and the
+tests check both against torch's layers and autograd.
 
-``keep`` [T, B, 1] is 0 where an episode starts: the state entering that step is set to zero there.
+Shapes: inputs [M, T, B, F] (outputs and what the loops hold time first), states [M, B, S], weights
+[M, gates, F or H]; ``keep`` [T, 1, B, 1] is 0 where an episode starts: the state entering that step is
+set to zero there.
 """
 
 from __future__ import annotations
@@ -16,85 +20,97 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 
 def lstm_cell(gates_x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w_hh_t: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One LSTM step from the input's share of the gates [B, 4H]: (h, c, sigmoid of the gates, tanh of
-    the cell input g, tanh of the new cell state)."""
+    """One LSTM step from the input's share of the gates [M, B, 4H]: (h, c, sigmoid of the gates, tanh
+    of the cell input g, tanh of the new cell state)."""
     size = h.shape[-1]
-    gates = torch.addmm(gates_x, h, w_hh_t)
+    gates = torch.baddbmm(gates_x, h, w_hh_t)
     act = torch.sigmoid(gates)
-    g = torch.tanh(gates[:, 2 * size:3 * size])
-    c_new = torch.addcmul(act[:, size:2 * size] * c, act[:, :size], g)
+    g = torch.tanh(gates[..., 2 * size:3 * size])
+    c_new = torch.addcmul(act[..., size:2 * size] * c, act[..., :size], g)
     tc = torch.tanh(c_new)
-    return act[:, 3 * size:] * tc, c_new, act, g, tc
+    return act[..., 3 * size:] * tc, c_new, act, g, tc
 
 
 class LSTMSequence(torch.autograd.Function):
-    """The forward keeps, per step, the factors its backward multiplies by, computed for all steps at
-    once after the loop; the backward is then a few multiplications and one product a step."""
+    """Each step writes its results into storage for all steps (no per-step lists to stack); the inputs
+    of each step and the factors the backward multiplies by are computed for all steps at once after
+    the loop, so the backward is a few multiplications and one product a step."""
 
     @staticmethod
     def forward(ctx: Any, gates_x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, keep: torch.Tensor,
                 resets: list[bool], w_hh: torch.Tensor) -> torch.Tensor:
-        w_hh_t = w_hh.t()
+        w_hh_t = w_hh.transpose(1, 2)
+        size = h0.shape[-1]
+        steps = gates_x.shape[0]
+        acts, tanh_g = torch.empty_like(gates_x), gates_x.new_empty(steps, *h0.shape)
+        cells, tanh_c, outs = torch.empty_like(tanh_g), torch.empty_like(tanh_g), torch.empty_like(tanh_g)
+        # each step's views, taken once: a view costs a call as dear as a small op
+        gate = acts.view(steps, *h0.shape[:2], 4, size).unbind(3)
+        i_s, f_s, o_s = gate[0].unbind(0), gate[1].unbind(0), gate[3].unbind(0)
+        storage = zip(gates_x.unbind(0), acts.unbind(0), tanh_g.unbind(0), cells.unbind(0), tanh_c.unbind(0),
+                      outs.unbind(0), strict=True)
         h, c = h0, c0
-        outs, hs, cs, acts, gs, tcs = [], [], [], [], [], []
-        for t in range(gates_x.shape[0]):
+        for t, (gates_t, act_t, g_t, c_t, tc_t, h_t) in enumerate(storage):
             if resets[t]:
                 h, c = h * keep[t], c * keep[t]
-            hs.append(h)
-            cs.append(c)
-            h, c, act, g, tc = lstm_cell(gates_x[t], h, c, w_hh_t)
-            outs.append(h)
-            acts.append(act)
-            gs.append(g)
-            tcs.append(tc)
-        size = h0.shape[-1]
-        act, g, tc, c_in = torch.stack(acts), torch.stack(gs), torch.stack(tcs), torch.stack(cs)
-        i, f, o = act[..., :size], act[..., size:2 * size], act[..., 3 * size:]
-        slopes = act * (1.0 - act)  # sigmoid'
+            gates = torch.baddbmm(gates_t, h, w_hh_t)
+            torch.sigmoid(gates, out=act_t)
+            g = torch.tanh(gates[..., 2 * size:3 * size], out=g_t)
+            c = torch.addcmul(f_s[t] * c, i_s[t], g, out=c_t)
+            h = torch.mul(o_s[t], torch.tanh(c, out=tc_t), out=h_t)
+        # what entered each step: the previous step's output, zero where an episode starts
+        h_in = torch.cat([h0.unsqueeze(0), outs[:-1]]).mul_(keep)
+        c_in = torch.cat([c0.unsqueeze(0), cells[:-1]]).mul_(keep)
+        i, f, o = acts[..., :size], acts[..., size:2 * size], acts[..., 3 * size:]
+        slopes = acts * (1.0 - acts)  # sigmoid'
         # d gates = [dc * g i', dc * c f', dc * i (1 - g^2), dh * tanh(c) o'] and dc += dh * o (1 - tanh(c)^2)
-        factors = torch.cat([g * slopes[..., :size], c_in * slopes[..., size:2 * size], i * (1.0 - g * g),
-                             tc * slopes[..., 3 * size:]], -1)
+        factors = torch.cat([tanh_g * slopes[..., :size], c_in * slopes[..., size:2 * size],
+                             i * (1.0 - tanh_g * tanh_g), tanh_c * slopes[..., 3 * size:]], -1)
         ctx.resets = resets
-        ctx.save_for_backward(keep, w_hh, torch.stack(hs), factors, o * (1.0 - tc * tc), f)
-        return torch.stack(outs)
+        ctx.save_for_backward(keep, w_hh, h_in, factors, o * (1.0 - tanh_c * tanh_c), f)
+        return outs
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         keep, w_hh, hs, factors, cell_slope, forget = ctx.saved_tensors
-        steps, batch, size = hs.shape
+        steps, members, batch, size = hs.shape
         grad_gates = torch.empty_like(factors)
+        # per step: the three gates that dc drives, then o, which dh drives
+        by_dc = factors.view(steps, members, batch, 4, size)[:, :, :, :3].unbind(0)
+        by_dh = factors[..., 3 * size:].unbind(0)
+        into_dc = grad_gates.view(steps, members, batch, 4, size)[:, :, :, :3].unbind(0)
+        into_dh = grad_gates[..., 3 * size:].unbind(0)
+        grads, slopes, forgets, keeps, rows = (grad_out.unbind(0), cell_slope.unbind(0), forget.unbind(0),
+                                               keep.unbind(0), grad_gates.unbind(0))
         dh = torch.zeros_like(hs[0])
         dc = torch.zeros_like(hs[0])
         for t in range(steps - 1, -1, -1):
-            dh = dh + grad_out[t]
-            dc = torch.addcmul(dc, dh, cell_slope[t])
-            d = grad_gates[t]
-            cell = d.view(batch, 4, size)
-            torch.mul(dc.unsqueeze(1), factors[t].view(batch, 4, size)[:, :3], out=cell[:, :3])
-            torch.mul(dh, factors[t, :, 3 * size:], out=cell[:, 3])
-            dh = d.mm(w_hh)
-            dc = dc * forget[t]
+            dh = dh + grads[t]
+            dc = torch.addcmul(dc, dh, slopes[t])
+            torch.mul(dc.unsqueeze(2), by_dc[t], out=into_dc[t])
+            torch.mul(dh, by_dh[t], out=into_dh[t])
+            dh = torch.bmm(rows[t], w_hh)
+            dc = dc * forgets[t]
             if ctx.resets[t]:
-                dh, dc = dh * keep[t], dc * keep[t]
-        grad_w = grad_gates.flatten(0, 1).t().mm(hs.flatten(0, 1)) if ctx.needs_input_grad[5] else None
+                dh, dc = dh * keeps[t], dc * keeps[t]
+        grad_w = _weight_grad(grad_gates, hs) if ctx.needs_input_grad[5] else None
         return grad_gates, dh, dc, None, None, grad_w
 
 
 def gru_cell(gates_x: torch.Tensor, h: torch.Tensor, w_hh_t: torch.Tensor, b_hh: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One GRU step from the input's share of the gates [B, 3H]: (h, sigmoid of r and z, n, the hidden
+    """One GRU step from the input's share of the gates [M, B, 3H]: (h, sigmoid of r and z, n, the hidden
     product's n part)."""
     size = h.shape[-1]
-    gates_h = torch.addmm(b_hh, h, w_hh_t)
-    rz = torch.sigmoid(gates_x[:, :2 * size] + gates_h[:, :2 * size])
-    hn = gates_h[:, 2 * size:]
-    n = torch.tanh(torch.addcmul(gates_x[:, 2 * size:], rz[:, :size], hn))
-    return torch.addcmul(n, rz[:, size:], h - n), rz, n, hn
+    gates_h = torch.baddbmm(b_hh, h, w_hh_t)
+    rz = torch.sigmoid(gates_x[..., :2 * size] + gates_h[..., :2 * size])
+    hn = gates_h[..., 2 * size:]
+    n = torch.tanh(torch.addcmul(gates_x[..., 2 * size:], rz[..., :size], hn))
+    return torch.addcmul(n, rz[..., size:], h - n), rz, n, hn
 
 
 class GRUSequence(torch.autograd.Function):
@@ -103,14 +119,15 @@ class GRUSequence(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, gates_x: torch.Tensor, h0: torch.Tensor, keep: torch.Tensor, resets: list[bool],
                 w_hh: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
-        w_hh_t = w_hh.t()
+        w_hh_t = w_hh.transpose(1, 2)
+        bias = b_hh.unsqueeze(1)
         h = h0
         outs, hs, rzs, ns, hns = [], [], [], [], []
-        for t in range(gates_x.shape[0]):
+        for t, gates_t in enumerate(gates_x.unbind(0)):
             if resets[t]:
                 h = h * keep[t]
             hs.append(h)
-            h, rz, n, hn = gru_cell(gates_x[t], h, w_hh_t, b_hh)
+            h, rz, n, hn = gru_cell(gates_t, h, w_hh_t, bias)
             outs.append(h)
             rzs.append(rz)
             ns.append(n)
@@ -128,39 +145,54 @@ class GRUSequence(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         keep, w_hh, hs, factors, reset_gate, update_gate = ctx.saved_tensors
-        steps, batch, size = hs.shape
+        steps, size = hs.shape[0], hs.shape[-1]
         grad_x = torch.empty_like(factors)
         grad_h = torch.empty_like(factors)
         dh = torch.zeros_like(hs[0])
         for t in range(steps - 1, -1, -1):
             dh = dh + grad_out[t]
             dx, dgh = grad_x[t], grad_h[t]
-            dn = torch.mul(dh, factors[t, :, 2 * size:], out=dx[:, 2 * size:])
-            torch.mul(dn, factors[t, :, :size], out=dx[:, :size])
-            torch.mul(dh, factors[t, :, size:2 * size], out=dx[:, size:2 * size])
-            dgh[:, :2 * size] = dx[:, :2 * size]
-            torch.mul(dn, reset_gate[t], out=dgh[:, 2 * size:])
-            dh = torch.addcmul(dgh.mm(w_hh), dh, update_gate[t])
+            dn = torch.mul(dh, factors[t, ..., 2 * size:], out=dx[..., 2 * size:])
+            torch.mul(dn, factors[t, ..., :size], out=dx[..., :size])
+            torch.mul(dh, factors[t, ..., size:2 * size], out=dx[..., size:2 * size])
+            dgh[..., :2 * size] = dx[..., :2 * size]
+            torch.mul(dn, reset_gate[t], out=dgh[..., 2 * size:])
+            dh = torch.addcmul(torch.bmm(dgh, w_hh), dh, update_gate[t])
             if ctx.resets[t]:
                 dh = dh * keep[t]
-        flat = grad_h.flatten(0, 1)
-        grad_w = flat.t().mm(hs.flatten(0, 1)) if ctx.needs_input_grad[4] else None
-        grad_b = flat.sum(0) if ctx.needs_input_grad[5] else None
+        grad_w = _weight_grad(grad_h, hs) if ctx.needs_input_grad[4] else None
+        grad_b = grad_h.sum((0, 2)) if ctx.needs_input_grad[5] else None
         return grad_x, dh, None, None, grad_w, grad_b
+
+
+def _weight_grad(grad_gates: torch.Tensor, hs: torch.Tensor) -> torch.Tensor:
+    """sum over steps and rows of grad_gates^T h, per member: [M, gates, H] from [T, M, B, ...]."""
+    members = hs.shape[1]
+    grads = grad_gates.transpose(0, 1).reshape(members, -1, grad_gates.shape[-1])
+    return torch.bmm(grads.transpose(1, 2), hs.transpose(0, 1).reshape(members, -1, hs.shape[-1]))
+
+
+def input_gates(x: torch.Tensor, w_ih: torch.Tensor, b_ih: torch.Tensor) -> torch.Tensor:
+    """Every step's input share of the gates, time first [T, M, B, gates], from x [M, T, B, F]: one product."""
+    members, steps, batch, features = x.shape
+    gates = torch.baddbmm(b_ih.unsqueeze(1), x.reshape(members, steps * batch, features), w_ih.transpose(1, 2))
+    return gates.view(members, steps, batch, -1).transpose(0, 1).contiguous()
 
 
 def lstm_sequence(x: torch.Tensor, state: torch.Tensor, keep: torch.Tensor, w_ih: torch.Tensor,
                   w_hh: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Outputs [T, B, H] of an LSTM over x [T, B, F] from state [B, 2H] (h then c)."""
-    size = w_hh.shape[1]
-    gates_x = F.linear(x, w_ih, bias)
-    return LSTMSequence.apply(gates_x, state[:, :size], state[:, size:], keep, _resets(keep), w_hh)
+    """Outputs [T, M, B, H] of an LSTM over x [M, T, B, F] from state [M, B, 2H] (h then c)."""
+    size = w_hh.shape[-1]
+    gates_x = input_gates(x, w_ih, bias)
+    return LSTMSequence.apply(gates_x, state[..., :size].contiguous(), state[..., size:].contiguous(), keep,
+                              _resets(keep), w_hh)
 
 
 def gru_sequence(x: torch.Tensor, state: torch.Tensor, keep: torch.Tensor, w_ih: torch.Tensor,
                  w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
-    """Outputs [T, B, H] of a GRU over x [T, B, F] from state [B, H]."""
-    return GRUSequence.apply(F.linear(x, w_ih, b_ih), state, keep, _resets(keep), w_hh, b_hh)
+    """Outputs [T, M, B, H] of a GRU over x [M, T, B, F] from state [M, B, H]."""
+    gates_x = input_gates(x, w_ih, b_ih)
+    return GRUSequence.apply(gates_x, state.contiguous(), keep, _resets(keep), w_hh, b_hh)
 
 
 def _resets(keep: torch.Tensor) -> list[bool]:
