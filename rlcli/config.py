@@ -148,6 +148,19 @@ def hyperparams_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "hyperparams"
 
 
+def config_source(path: Path) -> Path:
+    """``path``; where no such file exists and it is a bare name, the shipped preset of that name
+    (hyperparams/presets/NAME.yml: ``--config atari-lstm``). A UsageError naming the presets otherwise."""
+    if path.exists():
+        return path
+    presets = hyperparams_dir() / "presets"
+    preset = presets / f"{path}.yml"
+    if not path.suffix and path.parent == Path(".") and preset.is_file():
+        return preset
+    names = ", ".join(sorted(p.stem for p in presets.glob("*.yml")))
+    raise UsageError(f"config file not found: {path} (or a shipped preset: {names})")
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())

@@ -4,10 +4,10 @@ Run (from the repository root):
 
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked`` picks sections, ``--quick`` cuts
-every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result,
-``--markdown PATH`` writes the tables that are printed. The sections, what each row measures and why, are
-described in scripts/README.md.
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent`` picks sections,
+``--quick`` cuts every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH``
+writes every raw result, ``--markdown PATH`` writes the tables that are printed. The sections, what each
+row measures and why, are described in scripts/README.md.
 
 Every measurement runs in a fresh Python process (this script re-invoked as ``--worker NAME --seed S ...``,
 printing one JSON line on stdout), so that neither library's imports, thread pools or allocator state leak
@@ -102,6 +102,7 @@ PONG_CLEANRL: dict[str, Any] = dict(
 # MaskablePPO, which reads the mask through ActionMasker (the env's current ``allowed`` flags) where rlcli
 # reads it from info
 MASKED_ID = "MaskedChoice-v0"
+RECURRENT_ID = "CartPoleNoVel-v1"  # rlcli.envs.partial registers it with gymnasium for both sides
 RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
@@ -121,6 +122,7 @@ class Budgets:
     sac_window: int = 5_000  # env steps timed after learning starts
     pong_steps: int = 20_000
     masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
+    recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
     env_seconds: float = 5.0  # random-action env throughput
 
     def quick(self) -> Budgets:
@@ -133,6 +135,7 @@ class Budgets:
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
                        sac_learning_starts=300, sac_window=50, pong_steps=1_000, masked_steps=1_000,
+                       recurrent_steps=512,
                        env_seconds=0.25)
 
 
@@ -568,6 +571,29 @@ def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
     return sb3_ppo_throughput(MaskablePPO(policy, env, seed=args.seed, **kwargs), args.steps)
 
 
+def worker_rlcli_recurrent(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli's recurrent PPO on CartPoleNoVel-v1 (its tuned entry: an LSTM of 64 for the actor and one for
+    the critic), steps/s."""
+    return rlcli_ppo_throughput(args, {})
+
+
+def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
+    """sb3-contrib's RecurrentPPO with rlcli's CartPoleNoVel-v1 values (LSTM 64, a critic LSTM of its own,
+    the trunk's layers as its net_arch, which RecurrentPPO places after the LSTM), steps/s."""
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import rlcli.envs.partial  # noqa: F401  (registers the task)
+
+    cfg = rlcli_config("ppo", args, {}).algo
+    _, kwargs = sb3_ppo_kwargs(cfg)
+    kwargs["policy_kwargs"].update(lstm_hidden_size=cfg.network.recurrent_size,
+                                   enable_critic_lstm=not cfg.network.shared, shared_lstm=cfg.network.shared)
+    kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions
+    env = make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed)
+    return sb3_ppo_throughput(RecurrentPPO("MlpLstmPolicy", env, seed=args.seed, **kwargs), args.steps)
+
+
 WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-cartpole": worker_sb3_cartpole,
     "rlcli-hopper-ppo": worker_rlcli_hopper_ppo,
@@ -580,6 +606,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-pong": worker_sb3_pong,
     "rlcli-masked": worker_rlcli_masked,
     "sb3-masked": worker_sb3_masked,
+    "rlcli-recurrent": worker_rlcli_recurrent,
+    "sb3-recurrent": worker_sb3_recurrent,
     "env-rlcli": worker_env_rlcli,
     "env-sb3": worker_env_sb3,
 }
@@ -991,6 +1019,24 @@ def bench_masked(ctx: Context) -> Section:
     return section
 
 
+def bench_recurrent(ctx: Context) -> Section:
+    """CartPoleNoVel-v1 PPO with an LSTM, identical hyperparameters, against sb3-contrib's RecurrentPPO:
+    env steps/s (each side's own thread defaults)."""
+    section, budget = Section("recurrent"), ctx.budgets.recurrent_steps
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-recurrent"), ("SB3", "sb3-recurrent")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=RECURRENT_ID, steps=budget))
+            add_steady(section, side, seed, result)
+    section.rows += [
+        Row(f"{RECURRENT_ID} recurrent PPO, LSTM 64 (sb3-contrib RecurrentPPO), same hyperparameters: env "
+            f"steps/s over {budget:,} steps", "steps/s", values(section, "train", "rlcli"),
+            values(section, "train", "SB3"), Goal(">=", 5)),
+        steady_row(section),
+    ]
+    return section
+
+
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "cartpole": bench_cartpole,
     "hopper-ppo": bench_hopper_ppo,
@@ -998,6 +1044,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "hopper-sac": bench_hopper_sac,
     "pong": bench_pong,
     "masked": bench_masked,
+    "recurrent": bench_recurrent,
 }
 
 

@@ -17,7 +17,7 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py"):
     pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked"]
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked", "recurrent"]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,10 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     pong = sections["pong"]
     ours, theirs = runs(pong, "train", "rlcli")[0]["result"], runs(pong, "train", "SB3")[0]["result"]
     assert ours["obs_shape"] == theirs["obs_shape"] == [4, 84, 84]
+    assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
+
+    recurrent = sections["recurrent"]
+    ours, theirs = runs(recurrent, "train", "rlcli")[0]["result"], runs(recurrent, "train", "SB3")[0]["result"]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
 
     sac = sections["hopper-sac"]

@@ -17,6 +17,7 @@ from rlcli.config import (
     RunConfig,
     algo_config_model,
     build_algo_config,
+    config_source,
     deep_merge,
     describe_validation_error,
     hyperparams_for,
@@ -57,7 +58,7 @@ def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | 
     resolve_backend(env_id, backend)  # an unknown id fails here, with close matches
     values = hyperparams_for(algo, env_id, env_group(env_id))
     if config_file is not None:
-        values = deep_merge(values, load_yaml(config_file))
+        values = deep_merge(values, load_yaml(config_source(Path(config_file))))
     values = deep_merge(values, overrides or {})
     values, env_kwargs = split_env_kwargs(values)
     algo_cfg = build_algo_config(algo, values)
