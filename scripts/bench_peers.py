@@ -103,6 +103,8 @@ PONG_CLEANRL: dict[str, Any] = dict(
 # reads it from info
 MASKED_ID = "MaskedChoice-v0"
 RECURRENT_ID = "CartPoleNoVel-v1"  # rlcli.envs.partial registers it with gymnasium for both sides
+# its tuned entry, with the zoo's 20 epochs: RecurrentPPO's CartPole setting (8 envs x 32 steps, minibatch 256)
+RECURRENT_OVERRIDES = {"n_epochs": 20}
 RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
@@ -573,8 +575,8 @@ def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_rlcli_recurrent(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's recurrent PPO on CartPoleNoVel-v1 (its tuned entry: an LSTM of 64 for the actor and one for
-    the critic), steps/s."""
-    return rlcli_ppo_throughput(args, {})
+    the critic; 20 epochs), steps/s."""
+    return rlcli_ppo_throughput(args, RECURRENT_OVERRIDES)
 
 
 def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
@@ -585,7 +587,7 @@ def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
 
     import rlcli.envs.partial  # noqa: F401  (registers the task)
 
-    cfg = rlcli_config("ppo", args, {}).algo
+    cfg = rlcli_config("ppo", args, RECURRENT_OVERRIDES).algo
     _, kwargs = sb3_ppo_kwargs(cfg)
     kwargs["policy_kwargs"].update(lstm_hidden_size=cfg.network.recurrent_size,
                                    enable_critic_lstm=not cfg.network.shared, shared_lstm=cfg.network.shared)

@@ -16,3 +16,21 @@ def test_sac_swings_up_pendulum_within_15k_steps(tmp_path):
     state = train(cfg, tmp_path / "run")
     assert state.step == 15_000
     assert state.best_eval is not None and state.best_eval >= -250, state.best_eval
+
+
+def test_recurrent_ppo_balances_cartpole_without_velocities_and_the_same_ppo_without_memory_does_not(tmp_path):
+    """CartPoleNoVel-v1 hides the velocities: an LSTM recovers them from the observations it has seen, and
+    the same PPO without one cannot balance the pole for long."""
+    budget = 150_000
+    cfg = resolve("ppo", "CartPoleNoVel-v1", overrides={"steps": budget}, seed=0, eval_every=5_000,
+                  eval_episodes=10, stop_at=475)
+    assert cfg.algo.network.recurrent == "lstm"  # the tuned entry
+    state = train(cfg, tmp_path / "memory")
+    assert state.step <= budget + cfg.algo.batch_size
+    assert state.best_eval is not None and state.best_eval >= 475, state.best_eval
+
+    cfg = resolve("ppo", "CartPoleNoVel-v1", overrides={"steps": budget, "network": {"recurrent": None}}, seed=0,
+                  eval_every=10_000, eval_episodes=10)
+    state = train(cfg, tmp_path / "no-memory")
+    assert state.step >= budget
+    assert state.best_eval is not None and state.best_eval < 200, state.best_eval
