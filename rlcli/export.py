@@ -105,6 +105,10 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
+        net = getattr(agent, "net", None)
+        if getattr(net, "state_size", 0) and getattr(net, "layout", None) is not None:
+            raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is "
+                             "not supported yet; eval and play run it")
         obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
@@ -115,9 +119,6 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     module = policy_module(agent)
     recurrent = bool(getattr(module, "state_size", 0))
     layout = getattr(getattr(module, "net", None), "layout", None)
-    if recurrent and layout is not None:
-        raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is not "
-                         "supported yet; eval and play run it")
     file_module = module if layout is None else ActorInputs(module)
     split = (lambda rows: (rows,)) if layout is None else file_module.split  # type: ignore[union-attr]
     staging = out.with_name(f".{out.name}.partial")
@@ -248,7 +249,8 @@ def compare(module: nn.Module, run_file: RunFile, obs: np.ndarray, split: bool =
 def compare_episodes(module: nn.Module, run_file: RunFile, episodes: Episodes) -> tuple[float, int]:
     """``compare`` over whole episodes for a recurrent policy: step after step, the file and ``module``
     each carry their own state (zero where an episode starts), so a state the file computed wrongly
-    shows in the actions that follow it. Also counts the largest difference between the two states."""
+    shows in the actions that follow it. The states themselves are not compared: an LSTM's cell state
+    is unbounded, and a different order of sums may move it by more than the actions' tolerance."""
     size = module.state_size
     envs = episodes.starts.shape[1]
     state = torch.zeros(envs, size)
@@ -262,7 +264,7 @@ def compare_episodes(module: nn.Module, run_file: RunFile, episodes: Episodes) -
         diff, near = compare(step_module, lambda o, s=file_state: run_file(o, s)[0], obs, split=False)
         actions, state = module(torch.as_tensor(obs), state_in)
         file_state = run_file(obs, file_state)[1]
-        worst = max(worst, diff, float(np.abs(file_state - state.numpy()).max(initial=0.0)))
+        worst = max(worst, diff)
         ties += near
     return worst, ties
 

@@ -331,8 +331,8 @@ def model_card(run_dir: Path, repo_id: str, results: dict[str, Any], *, has_vide
     ]
     if onnx_spec is not None:
         lines += [f"`{ONNX}` is the deterministic policy as an ONNX graph (observation in, action out, "
-                  f"normalisation included), for acting without rlcli or torch; `{onnx_spec}` describes its "
-                  "inputs and outputs.", ""]
+                  f"normalisation included; a recurrent policy's state in and out, a masked one's action mask "
+                  f"in), for acting without rlcli or torch; `{onnx_spec}` describes its inputs and outputs.", ""]
     lines += [
         "## Hyperparameters", "",
         f"As `rlcli train --config` takes them (`{HYPERPARAMS}`); the full run configuration is in "

@@ -17,8 +17,9 @@ def test_wheel_ships_hyperparameter_files(tmp_path):
     assert build.returncode == 0, build.stderr
     (wheel,) = tmp_path.glob("rlcli-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = {Path(n).name for n in names if n.startswith("rlcli/hyperparams/")}
-    assert shipped == {p.name for p in (ROOT / "hyperparams").glob("*.yml")}
+    shipped = {n.removeprefix("rlcli/hyperparams/") for n in names if n.startswith("rlcli/hyperparams/")}
+    assert shipped == {str(p.relative_to(ROOT / "hyperparams")) for p in (ROOT / "hyperparams").rglob("*.yml")}
+    assert "presets/atari-lstm.yml" in shipped  # --config atari-lstm on a fresh install
     data = {Path(n).name for n in names if n.startswith("rlcli/data/")}  # suites and reference scores
     assert data == {p.name for p in (ROOT / "rlcli" / "data").iterdir() if p.is_file()}
     assert "rlcli/benchmark/__init__.py" in names

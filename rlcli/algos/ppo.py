@@ -100,7 +100,7 @@ SEARCH_SPACE: dict[str, Any] = {
 }
 # fields whose valid values depend on one another's (the config's cross-field checks): a search space
 # is checked in every combination of the parameters that set them
-COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk")
+COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk", "network.recurrent")
 
 
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
@@ -224,9 +224,16 @@ class PPO(nn.Module):
         return policies[deterministic]
 
     @torch.no_grad()
-    def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Env actions for raw observations, through ``policy``."""
-        return self.policy(deterministic)(obs)
+    def predict(self, obs: torch.Tensor, deterministic: bool = True, state: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Env actions for raw observations, through ``policy``; a recurrent agent's are (actions, next
+        state), from ``state`` (zeros, new episodes, where None)."""
+        policy = self.policy(deterministic)
+        if isinstance(policy, RecurrentPolicy):
+            if state is None:
+                state = torch.zeros(obs.shape[0], policy.state_size, device=obs.device)
+            return policy(obs, state)
+        return policy(obs)
 
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the rollout stores and acts on them, the statistics updated with them."""

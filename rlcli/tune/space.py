@@ -85,6 +85,9 @@ class SearchSpace:
             if param.kind == "minibatches":
                 rollout = _get(self.algo, flat, base, "n_envs") * _get(self.algo, flat, base, "n_steps")
                 count = trial.suggest_categorical(param.study_name, list(param.choices))
+                if _recurrent(flat, base):
+                    # whole env sequences per minibatch: at most one minibatch per env
+                    count = min(count, _get(self.algo, flat, base, "n_envs"))
                 flat["minibatch_size"] = rollout // count
         overrides: dict[str, Any] = {}
         for key, value in flat.items():
@@ -260,6 +263,13 @@ def _extremes(param: Param) -> list[Any]:
 
 def _get(algo: str, flat: dict[str, Any], base: dict[str, Any], key: str) -> int:
     return int(flat[key] if key in flat else base.get(key, spec_for(algo).config.model_fields[key].default))
+
+
+def _recurrent(flat: dict[str, Any], base: dict[str, Any]) -> bool:
+    """Whether the sampled (else the base) network is recurrent."""
+    if "network.recurrent" in flat:
+        return bool(flat["network.recurrent"])
+    return bool((base.get("network") or {}).get("recurrent"))
 
 
 def _label(choice: Any) -> Any:

@@ -123,3 +123,20 @@ def test_train_eval_play_export_and_resume_a_recurrent_run(tmp_path):
     result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "2048"])
     assert result.exit_code == 0, result.output
     assert json.loads((run / "meta.json").read_text())["steps"] >= 2048
+
+
+def test_the_built_in_search_space_samples_whole_env_sequences_for_a_recurrent_entry():
+    from rlcli.config import hyperparams_for
+    from rlcli.tune.space import default_space
+
+    base = hyperparams_for("ppo", "CartPoleNoVel-v1", "classic")
+    default_space("ppo").check(base, " for CartPoleNoVel-v1")  # every combination it can sample is valid
+
+
+def test_predict_carries_a_recurrent_state():
+    agent = _recurrent_agent(continuous=False)
+    obs = torch.randn(3, 3)
+    actions, state = agent.predict(obs)
+    assert actions.shape == (3,) and state.shape == (3, agent.policy().state_size)
+    _, again = agent.predict(obs, state=state)
+    assert not torch.equal(again, state)  # the memory moved on
