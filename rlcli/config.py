@@ -89,6 +89,36 @@ def algo_config_model(name: str) -> type[AlgoConfig]:
 EnvKwargs = dict[str, bool | int | float | str]
 
 
+class SelfPlayConfig(Frozen):
+    """The opponents of a turn-based game's learner: snapshots of itself, or one fixed opponent."""
+
+    # "pool": past snapshots of the learner; "random" (uniform over legal moves) or "scripted" (the game's
+    # own heuristic player) train against that player alone
+    opponent: Literal["pool", "random", "scripted"] = "pool"
+    snapshot_every: Annotated[int, Field(gt=0)] = 10  # updates between snapshots added to the pool
+    latest: Annotated[float, Field(ge=0, le=1)] = 0.5  # probability the newest snapshot plays, else any
+    # probability a game is against the uniform random player instead of a snapshot: keeps the learner
+    # meeting positions its own sharpening snapshots no longer reach
+    random: Annotated[float, Field(ge=0, le=1)] = 0.0
+    pool_size: Annotated[int, Field(gt=0)] = 20  # snapshots kept, the oldest dropped first
+    elo_k: Annotated[float, Field(gt=0)] = 16.0  # Elo's K-factor: rating points a result moves at most
+
+
+class MultiAgentConfig(Frozen):
+    """How a PettingZoo environment's agents are presented to one shared policy. Hyperparameter files
+    give it as the key ``multiagent`` beside the algorithm's."""
+
+    # a one-hot agent index among the observations, so that agents sharing parameters can act differently
+    agent_id: bool = False
+    # the env's global state() as the observation key ``state``: read by the critic alone (MAPPO's
+    # centralised critic); false gives every agent's critic its own observation only (IPPO)
+    state: bool = True
+    selfplay: SelfPlayConfig = SelfPlayConfig()
+    # the players periodic evaluation and `rlcli eval` measure a game's agent against, the first being the
+    # one whose score is the run's evaluated return; None: scripted (where the game has one), then random
+    eval_opponents: tuple[Literal["random", "scripted"], ...] | None = None
+
+
 class EnvConfig(Frozen):
     id: str
     backend: Literal["auto", "envpool", "gymnasium"] = "auto"
@@ -96,6 +126,7 @@ class EnvConfig(Frozen):
     # keywords for the env's constructor (Atari: envpool's preprocessing options); hyperparameter files
     # give them as the key ``env_kwargs`` beside the algorithm's
     kwargs: EnvKwargs = {}
+    multiagent: MultiAgentConfig = MultiAgentConfig()
 
 
 class EvalConfig(Frozen):
@@ -116,6 +147,8 @@ class RunConfig(Frozen):
     env_threads: Annotated[int, Field(gt=0)] | None = None  # envpool worker threads; None: envpool's default
     eval: EvalConfig = EvalConfig()
     stop_at: float | None = None  # stop once an evaluation reaches this mean return
+    # a turn-based game's evaluation opponent whose win rate ``stop_at`` is compared with (a fraction)
+    stop_opponent: Literal["random", "scripted"] | None = None
     # "module:function" called with the TrainState after each iteration; returns True to stop
     stop_when: str | None = None
 
@@ -227,12 +260,14 @@ def _parse_scalar(raw: str) -> Any:
             return raw
 
 
-def split_env_kwargs(values: dict[str, Any]) -> tuple[dict[str, Any], EnvKwargs]:
-    """Merged hyperparameters without the key ``env_kwargs``, and the env's keywords it held (validated)."""
+def split_env_sections(values: dict[str, Any]) -> tuple[dict[str, Any], EnvConfig]:
+    """Merged hyperparameters without the env's sections (``env_kwargs``, ``multiagent``), and those
+    sections validated, as an EnvConfig of no id."""
     values = dict(values)
     env_kwargs = values.pop("env_kwargs", None) or {}
+    multiagent = values.pop("multiagent", None) or {}
     try:
-        return values, EnvConfig(id="-", kwargs=env_kwargs).kwargs
+        return values, EnvConfig(id="-", kwargs=env_kwargs, multiagent=multiagent)
     except ValidationError as e:
         raise UsageError(describe_validation_error(e, EnvConfig).replace("'kwargs", "'env_kwargs")) from None
 
@@ -241,7 +276,7 @@ def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
     """Validate merged hyperparameters into the algorithm's frozen config, with one-line errors (the env's
     keywords, which the files give beside them, are checked and left to the env's config)."""
     model = algo_config_model(algo)
-    values, _ = split_env_kwargs(values)
+    values, _ = split_env_sections(values)
     try:
         return model.model_validate({**values, "algo": algo})
     except ValidationError as e:

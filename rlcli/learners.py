@@ -35,26 +35,33 @@ class OffPolicyConfig(Protocol):
 
 @dataclass
 class EpisodeTracker:
-    """Real game returns and lengths per env (unclipped, all lives), from raw rewards."""
+    """Real game returns and lengths per env (unclipped, all lives), from raw rewards. With several agents
+    per env (``agents_per_env`` consecutive rows, whose episodes end together), an episode's return is the
+    team's, the sum over its agents, and its length the env's; each agent's return is kept as well."""
 
-    n_envs: int
+    n_envs: int  # rows
+    agents_per_env: int = 1
     returns: np.ndarray = field(init=False)
     lengths: np.ndarray = field(init=False)
     finished_returns: list[float] = field(default_factory=list)
     finished_lengths: list[int] = field(default_factory=list)
+    finished_agent_returns: list[np.ndarray] = field(default_factory=list)  # [agents_per_env] each
 
     def __post_init__(self) -> None:
         self.returns = np.zeros(self.n_envs, dtype=np.float64)
         self.lengths = np.zeros(self.n_envs, dtype=np.int64)
 
     def add(self, raw_reward: np.ndarray, counted: np.ndarray, game_over: np.ndarray) -> np.ndarray:
-        """Accumulates one step; returns the indices of envs whose episode just ended."""
+        """Accumulates one step; returns the indices of rows whose episode just ended."""
         self.returns += raw_reward
         self.lengths += counted
         ended = np.flatnonzero(game_over)
         if ended.size:
-            self.finished_returns.extend(self.returns[ended].tolist())
-            self.finished_lengths.extend(self.lengths[ended].tolist())
+            agents = self.returns[ended].reshape(-1, self.agents_per_env)
+            self.finished_returns.extend(agents.sum(axis=1).tolist())
+            self.finished_lengths.extend(self.lengths[ended].reshape(-1, self.agents_per_env).max(axis=1).tolist())
+            if self.agents_per_env > 1:
+                self.finished_agent_returns.extend(agents)
             self.returns[ended] = 0.0
             self.lengths[ended] = 0
         return ended
@@ -63,6 +70,14 @@ class EpisodeTracker:
         out = (self.finished_returns, self.finished_lengths)
         self.finished_returns, self.finished_lengths = [], []
         return out
+
+    def drain_agents(self) -> np.ndarray | None:
+        """Mean return of each agent over the episodes finished since the last call; None if none did."""
+        if not self.finished_agent_returns:
+            return None
+        means = np.mean(self.finished_agent_returns, axis=0)
+        self.finished_agent_returns = []
+        return means
 
 
 class MetricMeans:
@@ -99,7 +114,14 @@ class OnPolicyLearner:
         batch = self.collector.collect().batch(cfg.gamma, cfg.gae_lambda)
         with torch_threads(self.plan.updating):
             metrics = self.agent.update(batch, progress=step / cfg.steps)
-        return self.collector.env.num_envs * cfg.n_steps, {k: float(v) for k, v in metrics.items()}
+        out = {k: float(v) for k, v in metrics.items()}
+        env = self.collector.env
+        agents = getattr(env, "agents_per_env", 1)
+        if agents > 1:
+            means = self.collector.episodes.drain_agents()
+            for name, value in zip(env.agents, [] if means is None else means, strict=False):  # type: ignore[attr-defined]
+                out[f"charts/episode_return/{name}"] = float(value)
+        return env.num_envs // agents * cfg.n_steps, out
 
     def drain_episodes(self) -> tuple[list[float], list[int]]:
         return self.collector.episodes.drain()
@@ -125,7 +147,7 @@ class RolloutCollector:
         # a recurrent policy's state, and where the current rows start an episode (their state is zero)
         self.state = agent.initial_state(env.num_envs)
         self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
-        self.episodes = EpisodeTracker(env.num_envs)
+        self.episodes = EpisodeTracker(env.num_envs, getattr(env, "agents_per_env", 1))
 
     @torch.no_grad()
     def collect(self) -> RolloutBuffer:

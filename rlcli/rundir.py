@@ -118,18 +118,25 @@ class RunDir:
         return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
 
     def replay(self) -> dict[str, torch.Tensor] | None:
-        file = self.path / REPLAY
+        return self.tensors(REPLAY)
+
+    def tensors(self, name: str) -> dict[str, torch.Tensor] | None:
+        """The tensor file ``name`` saved with the last checkpoint; None where the run has none."""
+        file = self.path / name
         return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
 
     def save(self, model: dict[str, torch.Tensor], optimizer: dict[str, torch.Tensor] | None,
-             meta: dict[str, Any], replay: dict[str, torch.Tensor] | None = None) -> None:
+             meta: dict[str, Any], replay: dict[str, torch.Tensor] | None = None,
+             extra: dict[str, dict[str, torch.Tensor]] | None = None) -> None:
         """A whole checkpoint at ``meta["steps"]``: every file written beside its old one before any is
-        replaced, meta last; the tensor files are stamped with the step, so that a save cut short between
-        renames is detected on resume. A failed write leaves the previous checkpoint whole."""
+        replaced, meta last; the tensor files (``extra``: more of them, by file name) are stamped with the
+        step, so that a save cut short between renames is detected on resume. A failed write leaves the
+        previous checkpoint whole."""
         step = meta.get("steps")
         meta = {**meta, "versions": checkpoint.environment_versions(), "git_commit": checkpoint.git_commit()}
-        files = {self.path / name: checkpoint.tensor_bytes(tensors, step)
-                 for name, tensors in ((REPLAY, replay), (MODEL, model), (OPTIMIZER, optimizer)) if tensors is not None}
+        named = ((REPLAY, replay), (MODEL, model), (OPTIMIZER, optimizer), *(extra or {}).items())
+        files = {self.path / name: checkpoint.tensor_bytes(tensors, step) for name, tensors in named
+                 if tensors is not None}
         files[self.path / CONFIG] = dump_config(self.cfg).encode()
         if self.history:
             files[self.path / EVAL] = _json({"latest": self.history[-1], "history": self.history})

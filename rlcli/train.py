@@ -26,10 +26,12 @@ from rlcli.algos.base import Agent, Learner
 from rlcli.checkpoint import load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
-from rlcli.evaluation import evaluate
+from rlcli.evaluation import evaluate_run
 from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
 from rlcli.rundir import RunDir
+from rlcli.selfplay.pool import OpponentPool
+from rlcli.selfplay.training import POOL_FILE, attach_opponents, selfplay_columns
 from rlcli.threads import ThreadPlan
 
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as
@@ -52,6 +54,7 @@ class TrainState:
     eval_return: float | None = None
     eval_std: float | None = None
     best_eval: float | None = None
+    eval_metrics: dict[str, float] = field(default_factory=dict)  # the latest evaluation's other figures
     episodes: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
     last_saved: int = 0  # the step of the run's last checkpoint
@@ -100,6 +103,7 @@ class Session:
     state: TrainState
     save_buffer: bool
     prior_wall: float
+    pool: OpponentPool | None = None  # a turn-based game's self-play opponents
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     last_eval_step: int = -1
     started: float = field(default_factory=time.perf_counter)
@@ -172,13 +176,16 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink]
     state = TrainState(run_dir=run_dir, step=start, total_steps=cfg.algo.steps,
                        iteration=int(meta.get("iterations", 0)), best_eval=meta.get("best_eval"),
                        episodes=int(meta.get("episodes", 0)), last_saved=start)
-    learner = build_learner(cfg, env, agent, plan)
+    saved_pool = run.tensors(POOL_FILE) if resume else None
+    pool = attach_opponents(cfg, env, agent, start, None if saved_pool is None else (saved_pool, meta["selfplay"]))
+    learner = build_learner(cfg, env, agent, plan)  # resets the envs: the opponents are seated first
     replay = run.replay() if resume and save_buffer else None
     if replay is not None:
         learner.load_buffer_tensors(replay)
     run_dir.mkdir(parents=True, exist_ok=True)
     sinks.append(TensorBoardSink(run_dir / "tb"))
-    sinks.append(CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS + spec_for(cfg.algo.algo).optional_metrics))
+    sinks.append(CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS + spec_for(cfg.algo.algo).optional_metrics
+                         + selfplay_columns(env, cfg)))
     if wandb_project:
         wandb = WandbSink(wandb_project, run_dir, run_dir.name, cfg.model_dump(mode="json"),
                           resume_id=meta.get("wandb_id"))
@@ -186,7 +193,7 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink]
         sinks.append(wandb)
     hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when else []
     session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
-                      float(meta.get("wall_time", 0.0)))
+                      float(meta.get("wall_time", 0.0)), pool)
     if not resume:
         checkpoint(session)  # step 0: a run that diverges or is cut short before its first save can resume
     return session
@@ -203,6 +210,10 @@ def iterate(session: Session) -> None:
         state.step += steps
         state.iteration += 1
         check_finite(session, metrics)
+        if session.pool is not None:
+            if state.iteration % cfg.env.multiagent.selfplay.snapshot_every == 0:
+                session.pool.add(state.step)
+            metrics.update(session.pool.metrics())
         state.wall_time = time.perf_counter() - session.started
         state.sps = (state.step - start) / max(state.wall_time, 1e-9)
         metrics.update(episode_metrics(session))
@@ -217,9 +228,19 @@ def iterate(session: Session) -> None:
             write_metrics(session, metrics)
             if evaluated:
                 checkpoint(session)
-                stop = cfg.stop_at is not None and state.eval_return >= cfg.stop_at  # type: ignore[operator]
+                stop = reached_stop_at(cfg, state)
             for callback in session.callbacks:
                 stop = bool(callback(state)) or stop
+
+
+def reached_stop_at(cfg: RunConfig, state: TrainState) -> bool:
+    """Whether the latest evaluation reached ``stop_at``: its return, or with ``stop_opponent`` the win rate
+    against that opponent."""
+    if cfg.stop_at is None:
+        return False
+    if cfg.stop_opponent is not None:
+        return state.eval_metrics.get(f"{cfg.stop_opponent}/win", -math.inf) >= cfg.stop_at
+    return state.eval_return is not None and state.eval_return >= cfg.stop_at
 
 
 def episode_metrics(session: Session) -> dict[str, float]:
@@ -249,14 +270,15 @@ def run_eval(session: Session) -> dict[str, float]:
     cfg, state, run = session.cfg, session.state, session.run
     model = finite_model(session)
     session.last_eval_step = state.step
-    result = evaluate(session.agent, session.eval_env, cfg.eval.episodes, cfg.eval.deterministic)
-    state.eval_return, state.eval_std = result.mean, result.std
-    run.record_eval({"step": state.step, **result.as_dict()})
+    result, rates = evaluate_run(session.agent, session.eval_env, cfg, cfg.seed + 1_000_003)
+    state.eval_return, state.eval_std, state.eval_metrics = result.mean, result.std, rates
+    run.record_eval({"step": state.step, **result.as_dict(), **({"rates": rates} if rates else {})})
     if state.best_eval is None or result.mean >= state.best_eval:
         with interrupts.held():  # the best model and the figure it is best by change together
             run.save_best(model)
             state.best_eval = result.mean
-    return {"eval/mean_return": result.mean, "eval/std_return": result.std}
+    return {"eval/mean_return": result.mean, "eval/std_return": result.std,
+            **{f"eval/{name}": value for name, value in rates.items()}}
 
 
 def checkpoint(session: Session, final: bool = False) -> None:
@@ -270,7 +292,10 @@ def checkpoint(session: Session, final: bool = False) -> None:
         "backend": session.env.backend, "save_buffer": session.save_buffer,
         **({"wandb_id": session.run.meta["wandb_id"]} if "wandb_id" in session.run.meta else {})}
     replay = session.learner.buffer_tensors() if session.save_buffer else None
-    session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay)
+    extra = {}
+    if session.pool is not None:
+        extra[POOL_FILE], meta["selfplay"] = session.pool.state()
+    session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay, extra)
     state.last_saved = state.step
 
 

@@ -23,7 +23,7 @@ from rlcli.config import (
     hyperparams_for,
     load_yaml,
     register_algo_config,
-    split_env_kwargs,
+    split_env_sections,
 )
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_backend, resolve_env_id
@@ -60,11 +60,12 @@ def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | 
     if config_file is not None:
         values = deep_merge(values, load_yaml(config_source(Path(config_file))))
     values = deep_merge(values, overrides or {})
-    values, env_kwargs = split_env_kwargs(values)
+    values, sections = split_env_sections(values)
     algo_cfg = build_algo_config(algo, values)
     every = eval_every if eval_every is not None else max(algo_cfg.steps // 20, 1)
     try:
-        env = EnvConfig(id=env_id, backend=backend, env_module=env_module, kwargs=env_kwargs)
+        env = EnvConfig(id=env_id, backend=backend, env_module=env_module, kwargs=sections.kwargs,
+                        multiagent=sections.multiagent)
         return RunConfig(env=env, algo=algo_cfg, eval=EvalConfig(every=every, episodes=eval_episodes), **run)
     except ValidationError as e:
         raise UsageError(describe_validation_error(e, RunConfig)) from None

@@ -15,12 +15,13 @@ from rlcli.checkpoint import CONFIG
 from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import RunConfig, deep_merge, parse_overrides
-from rlcli.envs import import_env_module
+from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import UsageError
 from rlcli.hooks import load_stop_hook
 from rlcli.rundir import RunDir
 from rlcli.runs import default_run_dir
+from rlcli.selfplay.opponents import FIXED
 from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
 
 
@@ -73,7 +74,10 @@ def train(
     run_dir: Annotated[Optional[Path], typer.Option(help="Where to write the run.")] = None,
     eval_every: Annotated[Optional[int], typer.Option(min=0, help="Env steps between evaluations.")] = None,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
-    stop_at: Annotated[Optional[float], typer.Option(help="Stop once an evaluation reaches this return.")] = None,
+    stop_at: Annotated[Optional[str], typer.Option(
+        metavar="RETURN|OPPONENT:WIN_RATE", show_default=False,
+        help="Stop once an evaluation reaches this return, or (a game) this win rate against an evaluation "
+             "opponent, e.g. --stop-at scripted:0.95.")] = None,
     stop_when: Annotated[Optional[str], typer.Option(
         metavar="MODULE:FUNCTION",
         help="Stop when this function, given the training state after each iteration, returns True.")] = None,
@@ -90,7 +94,7 @@ def train(
 ) -> None:
     console = Console(soft_wrap=True, highlight=False)
     runtime = {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
-               "stop_at": stop_at, "stop_when": stop_when}
+               **parse_stop_at(stop_at), "stop_when": stop_when}
     if resume is not None:
         ignored = [name for name, value in (("-p", params), ("--config", config_file), ("--backend", backend),
                                             ("--n-envs", n_envs), ("--env-module", env_module)) if value]
@@ -116,6 +120,21 @@ def train(
                      save_buffer)
 
 
+def parse_stop_at(text: str | None) -> dict[str, Any]:
+    """``--stop-at``'s run settings: a return, or ``OPPONENT:RATE``, a win rate against that opponent."""
+    if text is None:
+        return {"stop_at": None}
+    opponent, _, value = text.rpartition(":")
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is None or (opponent and opponent not in FIXED) or (opponent and not 0 <= number <= 1):
+        raise UsageError(f"--stop-at {text}: give a return (e.g. 475) or OPPONENT:WIN_RATE with an opponent of "
+                         f"{', '.join(FIXED)} and a rate in [0, 1] (e.g. scripted:0.95)")
+    return {"stop_at": number, "stop_opponent": opponent or None}
+
+
 def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
                    runtime: dict[str, Any], steps: int | None) -> tuple[RunConfig, Path, int]:
     """The config a resumed run continues with: the saved one, with the settings that may change."""
@@ -131,7 +150,11 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
         raise UsageError(f"--resume continues the run as configured in {resume / CONFIG}; "
                          f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
                          "--stop-at, --stop-when may change)")
-    cfg = cfg.model_copy(update={k: v for k, v in runtime.items() if v is not None})
+    update = {k: v for k, v in runtime.items() if v is not None}
+    if runtime.get("stop_at") is not None:  # a return replaces a saved win rate, and the other way round
+        update["stop_opponent"] = runtime.get("stop_opponent")
+    cfg = cfg.model_copy(update=update)
+    check_stop_opponent(cfg)
     if steps is not None:
         cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
     if cfg.stop_when:
@@ -139,11 +162,18 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     return cfg, resume, run.steps
 
 
+def check_stop_opponent(cfg: RunConfig) -> None:
+    if cfg.stop_opponent is not None and env_group(cfg.env.id) != "games":
+        raise UsageError(f"--stop-at {cfg.stop_opponent}:{cfg.stop_at} stops on a win rate, which only turn-based "
+                         f"games have; {cfg.env.id} is not one: give a return (--stop-at {cfg.stop_at})")
+
+
 def check_new_run(cfg: RunConfig, directory: Path) -> None:
     """What a new run can fail on before its envs are built: the stop hook and the directory (the spaces
     are checked as the agent is built, before anything is written)."""
     if cfg.stop_when:
         load_stop_hook(cfg.stop_when)
+    check_stop_opponent(cfg)
     if (directory / CONFIG).exists():
         raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
                          " or choose another --run-dir")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcli.envs.base import StepResult, VecEnv
 from rlcli.envs.registry import (
@@ -15,17 +15,26 @@ from rlcli.envs.registry import (
 )
 from rlcli.errors import UsageError
 
+if TYPE_CHECKING:
+    from rlcli.config import MultiAgentConfig
+
 __all__ = ["StepResult", "VecEnv", "env_group", "import_env_module", "make_vec_env"]
 
 
 def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
                  kwargs: dict[str, Any] | None = None, render_mode: str | None = None,
-                 threads: int | None = None) -> VecEnv:
+                 threads: int | None = None, multiagent: MultiAgentConfig | None = None) -> VecEnv:
     """``num_envs`` copies of ``env_id`` on the chosen backend (``auto``: envpool where it has the
     task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``.
     ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores).
+    A PettingZoo environment's rows are its agents (``multiagent`` says how they are presented).
     An env whose own code raises while it is made is a UsageError naming the id and the error."""
-    chosen = "gymnasium" if render_mode else resolve_backend(env_id, backend)
+    chosen = resolve_backend(env_id, backend)
+    if chosen == "pettingzoo":
+        from rlcli.envs.pettingzoo_backend import make_pettingzoo_env
+
+        return make_pettingzoo_env(env_id, num_envs, seed, kwargs or {}, multiagent, render_mode)
+    chosen = "gymnasium" if render_mode else chosen
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
         from rlcli.envs.envpool_backend import EnvpoolVecEnv

@@ -15,6 +15,7 @@ from gymnasium.envs.registration import EnvSpec, parse_env_id
 
 from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
+from rlcli.envs.pettingzoo_ids import is_pettingzoo, pettingzoo_group, resolve_pettingzoo_id
 from rlcli.errors import UsageError
 
 ATARI_PREFIX = "ALE/"
@@ -114,7 +115,13 @@ def gymnasium_name(env_id: str) -> str | None:
 def resolve_backend(env_id: str, backend: str) -> str:
     """``auto`` picks envpool where it has the task, except classic control, where gymnasium's vector
     env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k) and envpool's
-    0.75 s import is saved; an id neither backend knows is a UsageError."""
+    0.75 s import is saved; a PettingZoo environment's is ``pettingzoo``; an id no backend knows is a
+    UsageError."""
+    if is_pettingzoo(env_id):
+        if backend != "auto":
+            raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
+                             f"drop --backend {backend}")
+        return "pettingzoo"
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
     on_envpool = envpool_name(env_id) is not None
@@ -198,9 +205,14 @@ def resolve_env_id(name: str) -> tuple[str, str | None]:
     id already). A bare name resolves to its newest version on gymnasium or envpool: ``Ant`` to ``Ant-v5``,
     ``Pong`` and ``ALE/Pong`` to ``Pong-v5`` and ``ALE/Pong-v5``; an ALE game name to its v5 id even where
     no Atari package is installed (making it then says which to install). Call ``import_env_module``
-    first for custom ids. A UsageError where no id, or ids of different environments, have that name."""
+    first for custom ids. PettingZoo's environments resolve by module path or bare name (``connect_four_v3``
+    to ``pettingzoo.classic.connect_four_v3``). A UsageError where no id, or ids of different environments,
+    have that name."""
     if _VERSIONED.fullmatch(name) or name in gym.registry:
         return name, None
+    multiagent = resolve_pettingzoo_id(name)
+    if multiagent is not None:
+        return multiagent
     atari_only = name.startswith(ATARI_PREFIX)
     families = _families(name.removeprefix(ATARI_PREFIX), _registered(), atari_only)
     if not families:
@@ -274,7 +286,9 @@ def _domain(spec: EnvSpec) -> str | None:
 
 
 def env_group(env_id: str) -> str:
-    """Hyperparameter group: atari, mujoco, box2d or classic."""
+    """Hyperparameter group: atari, mujoco, box2d or classic; for PettingZoo's, games, mpe or multiagent."""
+    if is_pettingzoo(env_id):
+        return pettingzoo_group(env_id)
     gym_id = gymnasium_name(env_id)
     if env_id.startswith(ATARI_PREFIX) or (gym_id or "").startswith(ATARI_PREFIX):
         return "atari"
