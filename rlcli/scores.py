@@ -108,9 +108,15 @@ def normalization_for(env_id: str) -> Normalization | None:
 def random_policy_return(env_id: str, episodes: int = 100, seed: int = 0) -> tuple[float, float]:
     """Mean and std of the undiscounted return of a uniform random policy over ``episodes`` episodes of
     a gymnasium env (each episode seeded ``seed + i``, actions from the seeded action space). This is
-    how the ``rlcli`` random scores in normalization.csv were measured."""
+    how the ``rlcli`` random scores in normalization.csv were measured. A PettingZoo environment's: see
+    ``random_multiagent_return``."""
     import gymnasium as gym
     import numpy as np
+
+    from rlcli.envs.pettingzoo_ids import is_pettingzoo
+
+    if is_pettingzoo(env_id):
+        return random_multiagent_return(env_id, episodes, seed)
 
     env = gym.make(env_id)
     env.action_space.seed(seed)
@@ -126,3 +132,41 @@ def random_policy_return(env_id: str, episodes: int = 100, seed: int = 0) -> tup
     env.close()
     mean, std = float(np.mean(returns)), float(np.std(returns))
     return (mean, std) if math.isfinite(mean) else (math.nan, math.nan)
+
+
+def random_multiagent_return(env_id: str, episodes: int = 100, seed: int = 0) -> tuple[float, float]:
+    """Mean and std return of uniform random play in a PettingZoo environment over ``episodes`` episodes of
+    one env seeded ``seed``: a turn-based game's random legal moves against its first evaluation opponent
+    (the scripted player where rlcli has one, else random), seats alternating game by game; a
+    simultaneous-move env's team return with every agent's action drawn from its seeded action space."""
+    import numpy as np
+
+    from rlcli.envs import make_vec_env
+    from rlcli.envs.seats import FixedOpponents, RandomOpponent
+    from rlcli.selfplay.opponents import fixed_opponent
+
+    env = make_vec_env(env_id, 1, seed)
+    game = hasattr(env, "opponents")
+    if game:
+        env.opponents = FixedOpponents(fixed_opponent("scripted" if env.game else "random", env.game,  # type: ignore[attr-defined]
+                                                      env.obs_layout, seed + 1))
+        mover = RandomOpponent(env.obs_layout, seed)  # type: ignore[arg-type]
+        draw = mover.act
+    else:
+        space = env.single_action_space
+        space.seed(seed)
+
+        def draw(obs: np.ndarray) -> np.ndarray:
+            return np.stack([space.sample() for _ in range(len(obs))])
+    returns: list[float] = []
+    total = 0.0
+    obs = env.reset()
+    while len(returns) < episodes:
+        result = env.step(draw(obs))
+        total += float(result.raw_reward.sum())
+        if result.game_over[0]:
+            returns.append(total)
+            total = 0.0
+        obs = result.obs
+    env.close()
+    return float(np.mean(returns)), float(np.std(returns))

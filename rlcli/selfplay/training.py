@@ -29,7 +29,7 @@ def attach_opponents(cfg: RunConfig, env: VecEnv, agent: Agent, step: int,
         env.opponents = FixedOpponents(fixed_opponent(selfplay.opponent, env.game, env.obs_layout,  # type: ignore[attr-defined]
                                                       cfg.seed + 17))
         return None
-    template = agent.policy(deterministic=False)
+    template = agent.policy(deterministic=selfplay.greedy)
     if getattr(template, "state_size", 0):
         raise UsageError("self-play snapshots play as feed-forward policies; drop network.recurrent, or train "
                          "against a fixed opponent (-p multiagent.selfplay.opponent=scripted)")
