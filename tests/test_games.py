@@ -303,3 +303,22 @@ def test_agents_that_leave_read_as_ended_until_the_env_resets_and_the_team_retur
     ]
     assert tracker.finished_returns == [6.0] and tracker.finished_lengths == [4]
     assert tracker.drain_agents().tolist() == [4.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["mpe2.simple_spread_v3", "mpe2.simple_reference_v3"])
+def test_particle_worlds_stepped_directly_equal_pettingzoos_parallel_api(name):
+    pytest.importorskip("mpe2")
+    from rlcli.envs.parallel import ParallelVecEnv
+    from rlcli.envs.pettingzoo_ids import pettingzoo_module
+
+    module = pettingzoo_module(name)
+    direct = ParallelVecEnv(name, module, 3, 5, {}, MultiAgentConfig(agent_id=True))
+    wrapped = ParallelVecEnv(name, module, 3, 5, {}, MultiAgentConfig(agent_id=True))
+    assert direct._worlds is not None
+    wrapped._worlds = None  # PettingZoo's own parallel step
+    assert np.array_equal(direct.reset(), wrapped.reset())
+    rng = np.random.default_rng(0)
+    for _ in range(80):  # three episodes of 25 steps and their resets
+        actions = rng.integers(0, direct.single_action_space.n, direct.num_envs)
+        for ours, theirs in zip(direct.step(actions), wrapped.step(actions), strict=True):
+            assert np.array_equal(ours, theirs)

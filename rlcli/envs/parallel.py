@@ -55,6 +55,9 @@ class ParallelVecEnv:
                                                             (num_envs, 1))
         self._over = np.zeros(num_envs, dtype=bool)
         self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
+        # the particle worlds' own env under PettingZoo's AEC-to-parallel layers, stepped directly
+        worlds = [particle_world(env) for env in self.envs]
+        self._worlds = worlds if all(w is not None for w in worlds) else None
 
     def _shared_spaces(self, env_id: str, env: Any) -> tuple[gym.spaces.Box, gym.Space]:
         spaces = {(str(env.observation_space(a)), str(env.action_space(a))) for a in self.agents}
@@ -99,7 +102,8 @@ class ParallelVecEnv:
             base = e * a
             live = set(env.agents)
             step = {agent: self._env_action(actions[base + j]) for j, agent in enumerate(self.agents) if agent in live}
-            obs, rewards, terms, truncs, _ = env.step(step)
+            obs, rewards, terms, truncs = (step_world(self._worlds[e], step) if self._worlds is not None
+                                           else env.step(step)[:4])
             for j, agent in enumerate(self.agents):
                 if agent in obs:
                     reward[base + j] = rewards.get(agent, 0.0)
@@ -108,7 +112,8 @@ class ParallelVecEnv:
                 else:  # gone before this step: ended, every step until the env resets
                     terminated[base + j] = True
             self._write(e, obs, env)
-            self._over[e] = not env.agents
+            self._over[e] = (not env.agents) if self._worlds is None else all(
+                terms[agent] or truncs[agent] for agent in terms)
         game_over = np.repeat(self._over, a)
         return StepResult(self._obs.copy(), reward, terminated, truncated, reward.copy(), game_over)
 
@@ -131,3 +136,26 @@ class ParallelVecEnv:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def particle_world(env: Any) -> Any | None:
+    """The particle-world env (mpe2's ``SimpleEnv``) under a parallel env's wrappers, or None for another env."""
+    raw = getattr(getattr(env, "aec_env", None), "unwrapped", None)
+    needed = ("_execute_world_step", "world", "scenario", "current_actions", "max_cycles", "_index_map")
+    return raw if raw is not None and all(hasattr(raw, name) for name in needed) else None
+
+
+def step_world(raw: Any, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+    """One step of a particle world with every agent's action at once: what PettingZoo's parallel step
+    returns (observations, rewards, terminations, truncations), without its turn-by-turn AEC bookkeeping,
+    which costs as much as the physics (mpe2's SimpleEnv.step and aec_to_parallel_wrapper.step, pinned by a
+    test). Its agents all end together, at max_cycles or the scenario's terminal state."""
+    for agent, action in actions.items():
+        raw.current_actions[raw._index_map[agent]] = action
+    raw._execute_world_step()
+    raw.steps += 1
+    truncated = raw.steps >= raw.max_cycles
+    terminated = not truncated and bool(getattr(raw.scenario, "is_terminal", lambda world: False)(raw.world))
+    agents = list(actions)
+    return ({agent: raw.observe(agent) for agent in agents}, {agent: raw.rewards[agent] for agent in agents},
+            dict.fromkeys(agents, terminated), dict.fromkeys(agents, truncated))
