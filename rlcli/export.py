@@ -109,6 +109,9 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         if getattr(net, "state_size", 0) and getattr(net, "layout", None) is not None:
             raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is "
                              "not supported yet; eval and play run it")
+        if getattr(getattr(net, "layout", None), "groups", ()):
+            raise UsageError("exporting the policies of agents with different spaces (one per agent group) is not "
+                             "supported yet; eval and play run them")
         obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():

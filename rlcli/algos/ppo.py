@@ -21,6 +21,7 @@ from rlcli.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
+from rlcli.grouped import GroupedActorCritic
 from rlcli.nets import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
 from rlcli.normalization import ObsNormalizer, RewardScaler
 from rlcli.optim import Adam
@@ -113,6 +114,16 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     return ThreadPlan(1, cores)
 
 
+def network_class(cfg: NetworkConfig, layout: ObsLayout | None) -> type[nn.Module]:
+    """The actor-critic for the config and the env's layout: recurrent, one policy per agent group, or plain."""
+    if layout is not None and layout.groups:
+        if cfg.recurrent:
+            raise UsageError("agents of different spaces get feed-forward policies of their own; drop "
+                             "network.recurrent")
+        return GroupedActorCritic
+    return RecurrentActorCritic if cfg.recurrent else ActorCritic
+
+
 def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
     """rl_games' rule: shrink the step when the policy moved too far, grow it when it barely moved."""
     if kl > 2.0 * target:
@@ -160,8 +171,7 @@ class PPO(nn.Module):
         self.cfg = cfg
         self.device = device
         # obs_layout: the env's (VecEnv.obs_layout), for Dict observations and action masks
-        self.net = (RecurrentActorCritic if cfg.network.recurrent else ActorCritic)(obs_space, action_space,
-                                                                                    cfg.network, obs_layout)
+        self.net = network_class(cfg.network, obs_layout)(obs_space, action_space, cfg.network, obs_layout)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs,
                                       obs_layout.mask_columns() if obs_layout else ())
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)

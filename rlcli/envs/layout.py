@@ -22,12 +22,29 @@ MASK_KEY = "action_mask"  # PettingZoo's key, and the one an info mask is writte
 PRIVILEGED_KEY = "state"  # read by the critic alone unless network.actor_keys names it
 
 
+GROUP_KEY = "group"  # a one-hot of the agent's group, where agents of different spaces share one env
+
+
+@dataclass(frozen=True)
+class AgentGroup:
+    """Agents of one environment that observe and act alike, and get a policy of their own: the key of
+    their observation, of their action mask (padding a shared Discrete space to their own actions) and
+    their number of actions."""
+
+    name: str
+    obs_key: str
+    mask_key: str
+    actions: int
+
+
 @dataclass(frozen=True)
 class ObsLayout:
-    """Each key's columns of the flat observation, in order, and which key (if any) is the action mask."""
+    """Each key's columns of the flat observation, in order, and which key (if any) is the action mask.
+    With ``groups``, rows of different agent groups share the layout, each filling its group's keys."""
 
     fields: tuple[tuple[str, int], ...]  # (key, width), in the flat vector's order
     mask_key: str | None = None
+    groups: tuple[AgentGroup, ...] = ()
 
     @property
     def size(self) -> int:
@@ -57,8 +74,13 @@ class ObsLayout:
         return [i for key in self.keys if key in keys for i in range(self.size)[self.span(key)]]
 
     def mask_columns(self) -> list[int]:
-        """The action mask's columns; empty without a mask."""
-        return self.columns([self.mask_key]) if self.mask_key else []
+        """The action masks' columns (every group's); empty without a mask."""
+        return self.columns([self.mask_key, *(g.mask_key for g in self.groups)] if self.mask_key else
+                            [g.mask_key for g in self.groups])
+
+    def group_view(self, group: AgentGroup) -> ObsLayout:
+        """The layout as one group's network reads it: the same columns, its own mask."""
+        return ObsLayout(self.fields, group.mask_key)
 
 
 def network_keys(layout: ObsLayout, actor_keys: Sequence[str] | None, critic_keys: Sequence[str] | None

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlcli.config import MultiAgentConfig
 from rlcli.envs.base import StepResult
-from rlcli.envs.layout import PRIVILEGED_KEY, ObsLayout, flat_space
+from rlcli.envs.layout import GROUP_KEY, PRIVILEGED_KEY, AgentGroup, ObsLayout, flat_space
 from rlcli.errors import UsageError
 
 
@@ -35,47 +35,38 @@ class ParallelVecEnv:
         first = self.envs[0]
         self.agents = list(first.possible_agents)
         self.agents_per_env = len(self.agents)
-        obs_space, self.single_action_space = self._shared_spaces(env_id, first)
-        fields = [("observation", int(np.prod(obs_space.shape)))]
+        self._group_of, groups, widths, self.single_action_space = agent_groups(env_id, first, self.agents)
         self._state = cfg.state and getattr(first, "state_space", None) is not None
-        if self._state:
-            fields.append((PRIVILEGED_KEY, int(np.prod(first.state_space.shape))))
-        if cfg.agent_id:
-            fields.append(("agent_id", self.agents_per_env))
-        layout = ObsLayout(tuple(fields))
+        layout = flat_layout(groups, widths, int(np.prod(first.state_space.shape)) if self._state else None,
+                             self.agents_per_env if cfg.agent_id else None)
         # a plain Box observation stays one, as a single-agent env's
-        self.obs_layout = layout if len(fields) > 1 else None
+        self.obs_layout = layout if len(layout.fields) > 1 else None
         self.single_observation_space = flat_space(layout)
         self.num_envs = num_envs * self.agents_per_env
         self.seed, self.render_mode = seed, render_mode
         self._obs = np.zeros((self.num_envs, layout.size), dtype=np.float32)
         self._spans = {key: layout.span(key) for key in layout.keys}
+        # the columns each agent's observation goes to, and the constant ones: agent id, group, action mask
+        self._agent_span = [self._spans[groups[g].obs_key] if groups else self._spans["observation"]
+                            for g in self._group_of]
+        rows = self._obs.reshape(num_envs, self.agents_per_env, -1)
         if cfg.agent_id:
-            self._obs[:, self._spans["agent_id"]] = np.tile(np.eye(self.agents_per_env, dtype=np.float32),
-                                                            (num_envs, 1))
+            rows[:, :, self._spans["agent_id"]] = np.eye(self.agents_per_env, dtype=np.float32)
+        for j, g in enumerate(self._group_of if groups else []):
+            rows[:, j, self._spans[GROUP_KEY].start + g] = 1.0
+            rows[:, j, self._spans[groups[g].mask_key]] = 1.0
         self._over = np.zeros(num_envs, dtype=bool)
         self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         # the particle worlds' own env under PettingZoo's AEC-to-parallel layers, stepped directly
         worlds = [particle_world(env) for env in self.envs]
         self._worlds = worlds if all(w is not None for w in worlds) else None
 
-    def _shared_spaces(self, env_id: str, env: Any) -> tuple[gym.spaces.Box, gym.Space]:
-        spaces = {(str(env.observation_space(a)), str(env.action_space(a))) for a in self.agents}
-        if len(spaces) > 1:
-            raise UsageError(f"{env_id}: its agents observe or act in different spaces; rlcli trains agents "
-                             "that share one policy, which needs equal spaces")
-        obs_space = env.observation_space(self.agents[0])
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise UsageError(f"{env_id}: rlcli takes Box observations from simultaneous-move environments; "
-                             f"its agents observe {obs_space}")
-        return obs_space, env.action_space(self.agents[0])
-
     def _write(self, e: int, obs: dict[str, Any], env: Any) -> None:
         """Env ``e``'s observations into its rows: absent agents read zeros."""
         a = self.agents_per_env
         rows = self._obs[e * a:(e + 1) * a]
-        span = self._spans["observation"]
         for j, agent in enumerate(self.agents):
+            span = self._agent_span[j]
             rows[j, span] = np.asarray(obs[agent], dtype=np.float32).reshape(-1) if agent in obs else 0.0
         if self._state:
             rows[:, self._spans[PRIVILEGED_KEY]] = np.asarray(env.state(), dtype=np.float32).reshape(-1)
@@ -159,3 +150,52 @@ def step_world(raw: Any, actions: dict[str, Any]) -> tuple[dict, dict, dict, dic
     agents = list(actions)
     return ({agent: raw.observe(agent) for agent in agents}, {agent: raw.rewards[agent] for agent in agents},
             dict.fromkeys(agents, terminated), dict.fromkeys(agents, truncated))
+
+
+def agent_groups(env_id: str, env: Any, agents: list[str]
+                 ) -> tuple[list[int], tuple[AgentGroup, ...], list[int], gym.Space]:
+    """(each agent's group index, the groups, each group's observation width, the action space the rows
+    share). Agents whose spaces are equal share a policy; where they differ, each set of alike agents is a
+    group with a policy of its own (no groups: one set). Groups need Discrete actions, which the rows share
+    as the widest, each group's mask allowing its own; observations must be Box vectors."""
+    signatures: list[tuple[str, str]] = []
+    index = []
+    for agent in agents:
+        space = env.observation_space(agent)
+        if not isinstance(space, gym.spaces.Box):
+            raise UsageError(f"{env_id}: rlcli takes Box observations from simultaneous-move environments; "
+                             f"agent {agent} observes {space}")
+        signature = (str(space), str(env.action_space(agent)))
+        if signature not in signatures:
+            signatures.append(signature)
+        index.append(signatures.index(signature))
+    firsts = [agents[index.index(g)] for g in range(len(signatures))]
+    widths = [int(np.prod(env.observation_space(agent).shape)) for agent in firsts]
+    if len(signatures) == 1:
+        return index, (), widths, env.action_space(agents[0])
+    spaces = [env.action_space(agent) for agent in firsts]
+    if not all(isinstance(space, gym.spaces.Discrete) for space in spaces):
+        raise UsageError(f"{env_id}: its agents act in different spaces ({', '.join(map(str, spaces))}); rlcli "
+                         "gives agents of different spaces policies of their own for Discrete actions only")
+    names = [agent.rstrip("0123456789").rstrip("_") for agent in firsts]  # adversary_0 -> adversary
+    if len(set(names)) < len(names) or not all(names):
+        names = [f"group{g}" for g in range(len(firsts))]
+    groups = tuple(AgentGroup(name, f"observation/{name}", f"action_mask/{name}", int(space.n))
+                   for name, space in zip(names, spaces, strict=True))
+    return index, groups, widths, gym.spaces.Discrete(max(g.actions for g in groups))
+
+
+def flat_layout(groups: tuple[AgentGroup, ...], widths: list[int], state: int | None, agents: int | None
+                ) -> ObsLayout:
+    """The columns of an agent's row: its observation (each group's own key where there are groups), the
+    global state (``state`` columns; None: none), the agent id (``agents`` columns; None: none), and with
+    groups the group one-hot and each group's action mask."""
+    fields = [(g.obs_key, width) for g, width in zip(groups, widths, strict=True)] or [("observation", widths[0])]
+    if state is not None:
+        fields.append((PRIVILEGED_KEY, state))
+    if agents is not None:
+        fields.append(("agent_id", agents))
+    if groups:
+        fields.append((GROUP_KEY, len(groups)))
+        fields += [(g.mask_key, g.actions) for g in groups]
+    return ObsLayout(tuple(fields), None, groups)
