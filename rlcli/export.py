@@ -105,13 +105,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
-        net = getattr(agent, "net", None)
-        if getattr(net, "state_size", 0) and getattr(net, "layout", None) is not None:
-            raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is "
-                             "not supported yet; eval and play run it")
-        if getattr(getattr(net, "layout", None), "groups", ()):
-            raise UsageError("exporting the policies of agents with different spaces (one per agent group) is not "
-                             "supported yet; eval and play run them")
+        check_exportable(getattr(agent, "net", None))
         obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
@@ -166,6 +160,16 @@ def default_out(run_dir: Path, fmt: str) -> Path:
         return run_dir / "export" / name
     repo_id = cached_repo_id(run_dir)
     return Path("export") / (safe_repo_name(repo_id) if repo_id else Path(os.path.abspath(run_dir)).name) / name
+
+
+def check_exportable(net: Any) -> None:
+    """A UsageError for the networks export cannot write yet (eval and play run them)."""
+    if getattr(net, "state_size", 0) and getattr(net, "layout", None) is not None:
+        raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is "
+                         "not supported yet; eval and play run it")
+    if getattr(getattr(net, "layout", None), "groups", ()):
+        raise UsageError("exporting the policies of agents with different spaces (one per agent group) is not "
+                         "supported yet; eval and play run them")
 
 
 RunFile = Callable[..., Any]  # the file's outputs for its inputs: actions, or (actions, state) for a recurrent policy
