@@ -109,7 +109,7 @@ def test_games_in_many_envs_alternate_seats_and_only_legal_moves_reach_the_game(
 def test_a_mask_that_allows_nothing_mid_game_is_an_error_naming_the_step():
     env = game(0, [4])
     env.reset()
-    original = env.envs[0].observe
+    original = env.games[0].observe
 
     def empty_mask(agent):  # the learner's (player_1's) mask goes empty while the game goes on
         obs = dict(original(agent))
@@ -117,7 +117,7 @@ def test_a_mask_that_allows_nothing_mid_game_is_an_error_naming_the_step():
             obs["action_mask"] = np.zeros_like(obs["action_mask"])
         return obs
 
-    env.envs[0].observe = empty_mask
+    env.games[0].observe = empty_mask
     with pytest.raises(UsageError, match="allows no action at step 1"):
         env.step(np.array([0]))
 
@@ -322,3 +322,10 @@ def test_particle_worlds_stepped_directly_equal_pettingzoos_parallel_api(name):
         actions = rng.integers(0, direct.single_action_space.n, direct.num_envs)
         for ours, theirs in zip(direct.step(actions), wrapped.step(actions), strict=True):
             assert np.array_equal(ours, theirs)
+
+
+def test_a_move_the_mask_forbids_is_an_error_naming_it_not_a_lost_game():
+    env = game(0, [0])  # the opponent answers the learner's square 0 with square 0
+    env.reset()
+    with pytest.raises(UsageError, match="move 0 is illegal for player_2 at step 1"):
+        env.step(np.array([0]))

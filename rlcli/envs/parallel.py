@@ -190,7 +190,8 @@ def flat_layout(groups: tuple[AgentGroup, ...], widths: list[int], state: int | 
     """The columns of an agent's row: its observation (each group's own key where there are groups), the
     global state (``state`` columns; None: none), the agent id (``agents`` columns; None: none), and with
     groups the group one-hot and each group's action mask."""
-    fields = [(g.obs_key, width) for g, width in zip(groups, widths, strict=True)] or [("observation", widths[0])]
+    fields = [(g.obs_key, width) for g, width in zip(groups, widths, strict=True)] if groups else [
+        ("observation", widths[0])]
     if state is not None:
         fields.append((PRIVILEGED_KEY, state))
     if agents is not None:

@@ -55,6 +55,9 @@ class TurnVecEnv:
                  cfg: MultiAgentConfig, render_mode: str | None = None) -> None:
         extra = {"render_mode": render_mode} if render_mode else {}
         self.envs = [module.env(**kwargs, **extra) for _ in range(num_envs)]
+        # the games under PettingZoo's checking wrappers (order, bounds, illegal moves), which cost more than
+        # the games themselves: moves are stepped here once checked against the mask (``_play``)
+        self.games = [env.unwrapped for env in self.envs]
         first = self.envs[0]
         self.players = list(first.possible_agents)
         spaces = {(str(first.observation_space(p)), str(first.action_space(p))) for p in self.players}
@@ -65,6 +68,7 @@ class TurnVecEnv:
         self.obs_layout = game_layout(first.observation_space(self.players[0]), self.single_action_space)
         self.single_observation_space = flat_space(self.obs_layout)
         self.num_envs, self.cfg, self.seed, self.env_id = num_envs, cfg, seed, env_id
+        self.game_name = env_id.rsplit(".", 1)[-1]
         self.game = game_for(env_id)
         self.render_mode = render_mode
         # who sits where: None alternates the learner's seat game by game; a number fixes it
@@ -104,29 +108,28 @@ class TurnVecEnv:
     def _start_game(self, i: int) -> None:
         """The learner's seat and the opponent of env ``i``'s new game."""
         seat = (i + int(self._games[i])) % len(self.players) if self.seat is None else self.seat
-        self._learner[i] = self.envs[i].possible_agents[seat]
+        self._learner[i] = self.games[i].possible_agents[seat]
         self._keys[i] = self._opponents.pick(i)
         self._games[i] += 1
         self._returns[i] = 0.0
 
     def _finished(self, i: int) -> bool:
-        env, learner = self.envs[i], self._learner[i]
+        env, learner = self.games[i], self._learner[i]
         return bool(env.terminations.get(learner, True) or env.truncations.get(learner, False))
 
     def _opponents_move(self, rewards: np.ndarray) -> None:
         """Opponent moves, batched by opponent, until every unfinished game waits on the learner."""
         while True:
             waiting: dict[Hashable, list[int]] = defaultdict(list)
-            for i, env in enumerate(self.envs):
-                if not self._finished(i) and env.agent_selection != self._learner[i]:
+            for i, game in enumerate(self.games):
+                if not self._finished(i) and game.agent_selection != self._learner[i]:
                     waiting[self._keys[i]].append(i)
             if not waiting:
                 return
             for key, games in waiting.items():
-                rows = np.stack([self._observe(self.envs[i], self.envs[i].agent_selection) for i in games])
-                for i, action in zip(games, self.opponents.opponent(key).act(rows), strict=True):
-                    self.envs[i].step(int(action))
-                    rewards[i] += self.envs[i].rewards[self._learner[i]]
+                rows = np.stack([self._observe(self.games[i], self.games[i].agent_selection) for i in games])
+                for i, row, action in zip(games, rows, self.opponents.opponent(key).act(rows), strict=True):
+                    rewards[i] += self._play(i, row, int(action))
 
     def reset(self) -> np.ndarray:
         """New games in every env, env i seeded with ``seed + i`` and its seat counter restarted."""
@@ -142,12 +145,23 @@ class TurnVecEnv:
         """The learner's observations. A finished game's final board allows every move: that row's action
         is never played (the next step starts a new game), and an empty mask is kept for errors; any other
         row whose mask allows nothing is a UsageError."""
-        obs = np.stack([self._observe(env, self._learner[i]) for i, env in enumerate(self.envs)])
+        obs = np.stack([self._observe(game, self._learner[i]) for i, game in enumerate(self.games)])
         if self.obs_layout.mask_key:
             mask = self.obs_layout.span(self.obs_layout.mask_key)
             obs[self._over, mask] = 1.0
             check_masks(obs[:, mask] > 0.5, [int(self.single_action_space.n)], self._steps)
+        self._last = obs
         return obs
+
+    def _play(self, i: int, row: np.ndarray, action: int) -> float:
+        """``action`` in game ``i`` by the seat to move, whose observation is ``row``; returns the learner's
+        reward for it. A move the row's mask forbids is a UsageError (the game itself would end on it)."""
+        if self.obs_layout.mask_key and not row[self.obs_layout.span(self.obs_layout.mask_key)][action] > 0.5:
+            raise UsageError(f"{self.game_name}: move {action} is illegal for {self.games[i].agent_selection} at "
+                             f"step {self._steps} (its action mask forbids it)")
+        game = self.games[i]
+        game.step(action)
+        return float(game.rewards[self._learner[i]])
 
     def step(self, actions: np.ndarray) -> StepResult:
         self._steps += 1
@@ -157,11 +171,10 @@ class TurnVecEnv:
                 env.reset()
                 self._start_game(i)
             else:
-                env.step(int(actions[i]))
-                rewards[i] += env.rewards[self._learner[i]]
+                rewards[i] += self._play(i, self._last[i], int(actions[i]))
         self._opponents_move(rewards)
-        terminated = np.array([bool(env.terminations.get(self._learner[i], True)) for i, env in enumerate(self.envs)])
-        truncated = np.array([bool(env.truncations.get(self._learner[i], False)) for i, env in enumerate(self.envs)])
+        terminated = np.array([bool(g.terminations.get(self._learner[i], True)) for i, g in enumerate(self.games)])
+        truncated = np.array([bool(g.truncations.get(self._learner[i], False)) for i, g in enumerate(self.games)])
         truncated &= ~terminated
         self._returns += rewards
         self._over = terminated | truncated
@@ -179,7 +192,7 @@ class TurnVecEnv:
 
     def learner_seat(self, i: int = 0) -> int:
         """The seat (0 first) the learner holds in env ``i``'s current game."""
-        return self.envs[i].possible_agents.index(self._learner[i])
+        return self.games[i].possible_agents.index(self._learner[i])
 
     def render(self) -> np.ndarray:
         return self.envs[0].render()
