@@ -97,6 +97,10 @@ class SelfPlayConfig(Frozen):
     opponent: Literal["pool", "random", "scripted"] = "pool"
     snapshot_every: Annotated[int, Field(gt=0)] = 10  # updates between snapshots added to the pool
     latest: Annotated[float, Field(ge=0, le=1)] = 0.5  # probability the newest snapshot plays, else any
+    # how an older snapshot is drawn: "uniform", or "prioritized", in proportion to (1 - p)^2 where p is the
+    # learner's expected score against it by the ratings (AlphaStar's prioritised fictitious self-play:
+    # the opponents it still loses to most often)
+    sampling: Literal["uniform", "prioritized"] = "uniform"
     # probability a game is against the uniform random player instead of a snapshot: keeps the learner
     # meeting positions its own sharpening snapshots no longer reach
     random: Annotated[float, Field(ge=0, le=1)] = 0.0

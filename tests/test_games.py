@@ -329,3 +329,18 @@ def test_a_move_the_mask_forbids_is_an_error_naming_it_not_a_lost_game():
     env.reset()
     with pytest.raises(UsageError, match="move 0 is illegal for player_2 at step 1"):
         env.step(np.array([0]))
+
+
+def test_prioritized_sampling_draws_older_snapshots_by_how_often_they_still_beat_the_learner():
+    from rlcli.selfplay.pool import prioritized_weight
+
+    assert prioritized_weight(0.5) == pytest.approx(0.25) and prioritized_weight(1.0) == pytest.approx(0.0, abs=1e-5)
+    pool = OpponentPool(SelfPlayConfig(latest=0.0, sampling="prioritized"), Weights(), seed=0)
+    for step in range(3):
+        pool.add(step)
+    pool.learner_elo = 1200.0
+    pool.members[0].elo = 1200.0 - 400 * np.log10(9)  # the learner expects 0.9 against it: weight 0.01
+    pool.members[1].elo = 1200.0  # 0.5: weight 0.25
+    picks = [pool.pick(0) for _ in range(5000)]
+    assert 2 not in picks  # with latest 0 the newest never plays once there are older ones
+    assert picks.count(0) / 5000 == pytest.approx(0.01 / 0.26, abs=0.01)

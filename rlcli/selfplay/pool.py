@@ -21,12 +21,18 @@ from torch import nn
 
 from rlcli.config import SelfPlayConfig
 from rlcli.envs.seats import Opponent
-from rlcli.selfplay.elo import INITIAL, game_score, updated
+from rlcli.selfplay.elo import INITIAL, expected_score, game_score, updated
 from rlcli.selfplay.opponents import PolicyOpponent
 
 LIVE_OPPONENTS = 8  # snapshot policies kept built at once (the rest are rebuilt from their weights)
 RECENT_GAMES = 1000  # games the pool's score metric averages over
 RANDOM = "random"  # the key of the uniform random player's games
+
+
+def prioritized_weight(learner_score: float) -> float:
+    """The weight of a snapshot against which the learner expects ``learner_score`` (0 to 1): (1 - p)^2, a
+    little above 0 so that no snapshot is never drawn."""
+    return (1.0 - learner_score) ** 2 + 1e-6
 
 
 @dataclass
@@ -76,7 +82,11 @@ class OpponentPool:
         newest = self.members[-1]
         if len(self.members) == 1 or self.rng.random() < self.cfg.latest:
             return newest.id
-        return self.members[int(self.rng.integers(len(self.members) - 1))].id
+        older = self.members[:-1]
+        if self.cfg.sampling == "uniform":
+            return older[int(self.rng.integers(len(older)))].id
+        weights = np.array([prioritized_weight(expected_score(self.learner_elo, m.elo)) for m in older])
+        return older[int(self.rng.choice(len(older), p=weights / weights.sum()))].id
 
     def opponent(self, key: Hashable) -> Opponent:
         if key == RANDOM:
