@@ -334,7 +334,8 @@ def test_a_move_the_mask_forbids_is_an_error_naming_it_not_a_lost_game():
 def test_prioritized_sampling_draws_older_snapshots_by_how_often_they_still_beat_the_learner():
     from rlcli.selfplay.pool import prioritized_weight
 
-    assert prioritized_weight(0.5) == pytest.approx(0.25, abs=1e-5) and prioritized_weight(1.0) == pytest.approx(0, abs=1e-5)
+    assert prioritized_weight(0.5) == pytest.approx(0.25, abs=1e-5)
+    assert prioritized_weight(1.0) == pytest.approx(0, abs=1e-5)
     pool = OpponentPool(SelfPlayConfig(latest=0.0, sampling="prioritized"), Weights(), seed=0)
     for step in range(3):
         pool.add(step)
