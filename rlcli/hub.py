@@ -30,9 +30,12 @@ import yaml
 import rlcli
 from rlcli import checkpoint, export
 from rlcli.agents import EVAL_ENVS
+from rlcli.config import MultiAgentConfig
+from rlcli.envs import env_group
 from rlcli.errors import UsageError
-from rlcli.evaluation import record_episodes, render_off_screen
+from rlcli.evaluation import match, record_episodes, render_off_screen
 from rlcli.rundir import HF_PREFIX, RunDir, eval_history, load_config, run_takes_output, safe_repo_name
+from rlcli.selfplay.games import game_for
 from rlcli.video import write_mp4
 
 LIBRARY_NAME = "rlcli"
@@ -106,11 +109,27 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     (mean and std of the returns, each return and length in env steps)."""
 
     loaded = RunDir.open(run_dir)
-    result = record_episodes(loaded, episodes, seed, num_envs=min(EVAL_ENVS, episodes)).result
+    games = game_results(loaded, episodes, seed)
+    result = record_episodes(loaded, episodes, seed, num_envs=min(EVAL_ENVS, episodes),
+                             opponent=games.get("opponent")).result
     return {"env_id": loaded.cfg.env.id, "algo": loaded.cfg.algo.algo, "deterministic": True, "seed": seed,
-            "steps_trained": loaded.meta.get("steps"), **result.as_dict(),
+            "steps_trained": loaded.meta.get("steps"), **result.as_dict(), **games,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "rlcli_version": rlcli.__version__}
+
+
+def game_results(run: RunDir, games: int, seed: int) -> dict[str, Any]:
+    """A turn-based game's rates against each evaluation opponent (``games`` games from each seat) and
+    its self-play rating; empty for other envs."""
+    if env_group(run.cfg.env.id) != "games":
+        return {}
+    names = run.cfg.env.multiagent.eval_opponents or (("scripted", "random") if game_for(run.cfg.env.id)
+                                                      else ("random",))
+    out: dict[str, Any] = {"opponent": names[0],  # whom the headline return was played against
+                           "opponents": {name: match(run, name, games, seed).rates() for name in names}}
+    if "selfplay" in run.meta:
+        out["elo"] = run.meta["selfplay"]["learner_elo"]
+    return out
 
 
 def record_replay(run_dir: Path, path: Path, seed: int) -> int:
@@ -173,10 +192,15 @@ def _training_returns(run_dir: Path) -> list[tuple[int, float]]:
 
 
 def hyperparameters(run_dir: Path) -> dict[str, Any]:
-    """The algorithm's resolved hyperparameters, as ``rlcli train --config`` takes them."""
+    """The algorithm's resolved hyperparameters, as ``rlcli train --config`` takes them, with the env's
+    keywords and multi-agent settings where the run set them."""
     cfg = load_config(run_dir)
     values = cfg.algo.model_dump(mode="json")
     values.pop("algo")
+    if cfg.env.kwargs:
+        values["env_kwargs"] = dict(cfg.env.kwargs)
+    if cfg.env.multiagent != MultiAgentConfig():
+        values["multiagent"] = cfg.env.multiagent.model_dump(mode="json", exclude_defaults=True)
     return values
 
 
@@ -306,12 +330,14 @@ def model_card(run_dir: Path, repo_id: str, results: dict[str, Any], *, has_vide
         "a command-line reinforcement-learning toolkit (PyTorch).", "",
         "## Result", "",
         f"**{mean:.2f} ± {std:.2f}**: mean and standard deviation of the return over {n} deterministic "
-        f"evaluation episodes (seed {results['seed']}, mean length {results['mean_length']:.1f} steps), "
+        f"evaluation episodes{against(results)} (seed {results['seed']}, mean length "
+        f"{results['mean_length']:.1f} steps), "
         f"after {steps:,} training steps. Each episode's return and length are in `{RESULTS}`."
         if isinstance(steps, int) else
         f"**{mean:.2f} ± {std:.2f}** over {n} deterministic evaluation episodes; details in `{RESULTS}`.",
         "",
     ]
+    lines += game_lines(results)
     if has_video:
         url = f"{endpoint()}/{repo_id}/resolve/main/{REPLAY}"
         lines += [f'<video src="{url}" controls autoplay loop muted></video>', "",
@@ -349,6 +375,29 @@ def model_card(run_dir: Path, repo_id: str, results: dict[str, Any], *, has_vide
         lines += [f"| {name} | {version} |" for name, version in versions.items()]
         lines += ["", f"Published with rlcli {rlcli.__version__} on {results['date'][:10]}."]
     return "\n".join(lines) + "\n"
+
+
+def against(results: dict[str, Any]) -> str:
+    """`` against the scripted player`` where a game's headline was played against a fixed opponent."""
+    return f" against the {results['opponent']} player, seats alternating" if "opponent" in results else ""
+
+
+def game_lines(results: dict[str, Any]) -> list[str]:
+    """The model card's table of a game's win, draw and loss rates per opponent and seat, and its rating."""
+    if "opponents" not in results:
+        return []
+    lines = [f"Against fixed opponents ({results['episodes']} games from each seat, deterministic play):", "",
+             "| opponent | seat | win | draw | loss |", "| --- | --- | ---: | ---: | ---: |"]
+    for name, rates in results["opponents"].items():
+        for seat in ("first_", "second_", ""):
+            label = seat.rstrip("_") or "both"
+            lines.append(f"| {name} | {label} | {rates[seat + 'win']:.1%} | {rates[seat + 'draw']:.1%} | "
+                         f"{rates[seat + 'loss']:.1%} |")
+    lines.append("")
+    if "elo" in results:
+        lines += [f"Self-play Elo rating at the end of training: {results['elo']:.0f} (its snapshots started at "
+                  "1200; ratings are relative to the run's own pool).", ""]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------

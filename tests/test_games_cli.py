@@ -117,3 +117,19 @@ def test_a_particle_world_trains_and_reports_team_and_agent_returns(tmp_path):
     data = json.loads(out.output)
     assert set(data["agent_mean_returns"]) == {"agent_0", "agent_1", "agent_2"}
     assert data["mean_return"] == pytest.approx(sum(data["agent_mean_returns"].values()))
+
+
+def test_a_published_game_card_shows_rates_per_opponent_and_seat_and_the_rating(game_run, tmp_path):
+    from rlcli.hub import build_folder
+
+    built = build_folder(game_run, "someone/ttt", tmp_path / "folder", episodes=4, video=False)
+    results = built.results
+    assert results["opponent"] == "scripted" and set(results["opponents"]) == {"scripted", "random"}
+    assert results["episodes"] == 4 and results["elo"] == json.loads((game_run / "meta.json").read_text())[
+        "selfplay"]["learner_elo"]
+    card = (tmp_path / "folder" / "README.md").read_text()
+    assert "against the scripted player, seats alternating" in card
+    assert "| opponent | seat | win | draw | loss |" in card and "| random | second |" in card
+    assert "Self-play Elo rating at the end of training" in card
+    hyperparams = (tmp_path / "folder" / "hyperparams.yml").read_text()
+    assert "multiagent:" in hyperparams and "snapshot_every: 1" in hyperparams  # retraining keeps the pool's settings
