@@ -104,11 +104,21 @@ class SelfPlayConfig(Frozen):
     # probability a game is against the uniform random player instead of a snapshot: keeps the learner
     # meeting positions its own sharpening snapshots no longer reach
     random: Annotated[float, Field(ge=0, le=1)] = 0.0
+    # probability a game is against the game's scripted player (where rlcli has one): a sparring partner
+    # that punishes every missed block, while the pool is still weak
+    scripted: Annotated[float, Field(ge=0, le=1)] = 0.0
     # snapshots play their most likely move (as the learner is evaluated) rather than a sampled one: an
     # opponent that takes every chance it sees punishes the learner's mistakes every time
     greedy: bool = False
     pool_size: Annotated[int, Field(gt=0)] = 20  # snapshots kept, the oldest dropped first
     elo_k: Annotated[float, Field(gt=0)] = 16.0  # Elo's K-factor: rating points a result moves at most
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> SelfPlayConfig:
+        if self.random + self.scripted > 1:
+            raise ValueError(f"random + scripted = {self.random + self.scripted:g} leaves the pool a negative share; "
+                             "keep their sum at most 1")
+        return self
 
 
 class MultiAgentConfig(Frozen):

@@ -345,3 +345,26 @@ def test_prioritized_sampling_draws_older_snapshots_by_how_often_they_still_beat
     picks = [pool.pick(0) for _ in range(5000)]
     assert 2 not in picks  # with latest 0 the newest never plays once there are older ones
     assert picks.count(0) / 5000 == pytest.approx(0.01 / 0.26, abs=0.01)
+
+
+def test_shares_of_games_go_to_the_fixed_players_and_the_rest_to_the_pool():
+    from pydantic import ValidationError
+
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+    pool = OpponentPool(SelfPlayConfig(random=0.3, scripted=0.2), Weights(), seed=0,
+                        fixed={"random": Named("random"), "scripted": Named("scripted")})
+    pool.add(0)
+    picks = [pool.pick(0) for _ in range(5000)]
+    assert picks.count("random") / 5000 == pytest.approx(0.3, abs=0.02)
+    assert picks.count("scripted") / 5000 == pytest.approx(0.2, abs=0.02)
+    assert picks.count(0) / 5000 == pytest.approx(0.5, abs=0.02)
+    assert pool.opponent("scripted").name == "scripted"
+    pool.result("scripted", 1.0)
+    pool.result("random", -1.0)
+    assert pool.learner_elo == 1200.0  # fixed players leave the ratings alone; their scores are kept apart
+    assert pool.metrics()["selfplay/scripted_score"] == 1.0 and pool.metrics()["selfplay/random_score"] == 0.0
+    with pytest.raises(ValidationError, match="random \\+ scripted = 1.2"):
+        SelfPlayConfig(random=0.6, scripted=0.6)

@@ -26,7 +26,7 @@ from rlcli.selfplay.opponents import PolicyOpponent
 
 LIVE_OPPONENTS = 8  # snapshot policies kept built at once (the rest are rebuilt from their weights)
 RECENT_GAMES = 1000  # games the pool's score metric averages over
-RANDOM = "random"  # the key of the uniform random player's games
+FIXED_PLAYERS = ("random", "scripted")  # the keys of the games against a fixed player
 
 
 def prioritized_weight(learner_score: float) -> float:
@@ -49,9 +49,10 @@ class OpponentPool:
     """The learner's past snapshots as an ``OpponentSource``. ``template`` is the learner's live policy
     module (raw observations -> env actions); snapshots are copies of its weights."""
 
-    def __init__(self, cfg: SelfPlayConfig, template: nn.Module, seed: int, random_player: Opponent | None = None
-                 ) -> None:
-        self.cfg, self.template, self.random_player = cfg, template, random_player
+    def __init__(self, cfg: SelfPlayConfig, template: nn.Module, seed: int,
+                 fixed: dict[str, Opponent] | None = None) -> None:
+        # ``fixed``: the players (random, scripted) a share of the games is played against instead
+        self.cfg, self.template, self.fixed = cfg, template, fixed or {}
         self.members: list[Member] = []
         self.weights: dict[int, dict[str, torch.Tensor]] = {}
         self.retired: dict[int, dict[str, torch.Tensor]] = {}  # dropped by the last snapshot, still playing
@@ -59,7 +60,8 @@ class OpponentPool:
         self.next_id = 0
         self.rng = np.random.default_rng(seed)
         self.recent: deque[float] = deque(maxlen=RECENT_GAMES)  # the learner's scores, newest last
-        self.recent_random: deque[float] = deque(maxlen=RECENT_GAMES)  # the same against the random player
+        # the same against each fixed player
+        self.recent_fixed: dict[str, deque[float]] = {name: deque(maxlen=RECENT_GAMES) for name in FIXED_PLAYERS}
         self._live: OrderedDict[int, Opponent] = OrderedDict()
 
     def add(self, step: int) -> Member:
@@ -77,8 +79,12 @@ class OpponentPool:
         return member
 
     def pick(self, env_index: int) -> Hashable:
-        if self.random_player is not None and self.cfg.random and self.rng.random() < self.cfg.random:
-            return RANDOM
+        if self.fixed and (self.cfg.random or self.cfg.scripted):
+            draw = self.rng.random()
+            for name, share in (("random", self.cfg.random), ("scripted", self.cfg.scripted)):
+                if draw < share and name in self.fixed:
+                    return name
+                draw -= share
         newest = self.members[-1]
         if len(self.members) == 1 or self.rng.random() < self.cfg.latest:
             return newest.id
@@ -89,8 +95,8 @@ class OpponentPool:
         return older[int(self.rng.choice(len(older), p=weights / weights.sum()))].id
 
     def opponent(self, key: Hashable) -> Opponent:
-        if key == RANDOM:
-            return self.random_player  # type: ignore[return-value]
+        if key in FIXED_PLAYERS:
+            return self.fixed[key]  # type: ignore[index]
         member_id = int(key)  # type: ignore[call-overload]
         if member_id not in self._live:
             policy = copy.deepcopy(self.template).cpu()
@@ -105,8 +111,8 @@ class OpponentPool:
         """Both ratings after a game against snapshot ``key`` (one since dropped counts for the learner's
         score only)."""
         score = game_score(learner_return)
-        if key == RANDOM:
-            self.recent_random.append(score)
+        if key in FIXED_PLAYERS:
+            self.recent_fixed[key].append(score)  # type: ignore[index]
             return
         self.recent.append(score)
         member = next((m for m in self.members if m.id == key), None)
@@ -123,8 +129,9 @@ class OpponentPool:
                "selfplay/pool_mean_elo": float(np.mean([m.elo for m in self.members]))}
         if self.recent:
             out["selfplay/score"] = float(np.mean(self.recent))
-        if self.recent_random:
-            out["selfplay/random_score"] = float(np.mean(self.recent_random))
+        for name, recent in self.recent_fixed.items():
+            if recent:
+                out[f"selfplay/{name}_score"] = float(np.mean(recent))
         return out
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

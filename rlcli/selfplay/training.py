@@ -33,8 +33,10 @@ def attach_opponents(cfg: RunConfig, env: VecEnv, agent: Agent, step: int,
     if getattr(template, "state_size", 0):
         raise UsageError("self-play snapshots play as feed-forward policies; drop network.recurrent, or train "
                          "against a fixed opponent (-p multiagent.selfplay.opponent=scripted)")
-    pool = OpponentPool(selfplay, template, cfg.seed + 17,
-                        fixed_opponent("random", None, env.obs_layout, cfg.seed + 19))  # type: ignore[attr-defined]
+    fixed = {"random": fixed_opponent("random", None, env.obs_layout, cfg.seed + 19)}  # type: ignore[attr-defined]
+    if selfplay.scripted:
+        fixed["scripted"] = fixed_opponent("scripted", env.game, env.obs_layout, cfg.seed + 23)  # type: ignore[attr-defined]
+    pool = OpponentPool(selfplay, template, cfg.seed + 17, fixed)
     if saved is not None:
         pool.load(*saved)
     else:
@@ -50,7 +52,7 @@ def selfplay_columns(env: VecEnv, cfg: RunConfig) -> tuple[str, ...]:
     if hasattr(env, "opponents"):
         if cfg.env.multiagent.selfplay.opponent == "pool":
             columns += ["selfplay/elo", "selfplay/pool_size", "selfplay/newest_elo", "selfplay/pool_mean_elo",
-                        "selfplay/score", "selfplay/random_score"]
+                        "selfplay/score", "selfplay/random_score", "selfplay/scripted_score"]
         names = cfg.env.multiagent.eval_opponents or (("scripted", "random") if env.game else ("random",))  # type: ignore[attr-defined]
         for name in names:
             columns += [f"eval/{name}/{result}" for result in ("win", "draw", "loss")]
