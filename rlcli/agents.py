@@ -36,7 +36,7 @@ def thread_plan(cfg: RunConfig) -> ThreadPlan:
 def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None) -> VecEnv:
     import_env_module(cfg.env.env_module)
     return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.env.kwargs),
-                        render_mode=render_mode, threads=cfg.env_threads)
+                        render_mode=render_mode, threads=cfg.env_threads, multiagent=cfg.env.multiagent)
 
 
 def check_env_fits(cfg: RunConfig) -> None:

@@ -113,6 +113,11 @@ def test_a_particle_world_trains_and_reports_team_and_agent_returns(tmp_path):
     assert {"charts/episode_return/agent_0", "charts/episode_return/agent_2"} <= set(header)
     config = (path / "config.yaml").read_text()
     assert "state: false" in config
+    from rlcli.agents import make_env
+    from rlcli.rundir import RunDir
+
+    env = make_env(RunDir.open(path).cfg, 1, 0)
+    assert env.obs_layout is None and env.single_observation_space.shape == (18,)  # IPPO: no state columns
     out = runner.invoke(app, ["eval", str(path), "-n", "3", "--json"])
     data = json.loads(out.output)
     assert set(data["agent_mean_returns"]) == {"agent_0", "agent_1", "agent_2"}
