@@ -117,7 +117,13 @@ class _Encoder:
         """The state of one object's own attributes (a wrapper's ``env`` is the next layer)."""
         out = {}
         for name, value in vars(obj).items():
-            node = self.encode(value, f"{type(obj).__name__}.{name}")
+            where = f"{type(obj).__name__}.{name}"
+            try:
+                node = self.encode(value, where)
+            except EnvStateUnreadable:
+                raise
+            except Exception as e:  # an object of the user's that will not be read: no exact resume, no crash
+                raise EnvStateUnreadable(f"{where} could not be read ({type(e).__name__}: {e})") from e
             if node is not SKIPPED:
                 out[name] = node
         return out
