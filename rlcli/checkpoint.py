@@ -4,8 +4,9 @@ atomically (``rlcli.rundir`` reads and writes them as one run).
 A run directory is portable: no pickles, nothing that depends on the machine that wrote it. The
 optimiser's state lives in ``optimizer.safetensors`` and the loop's position in ``meta.json``, so
 ``--resume`` continues with the same weights, optimiser, normalisation statistics, schedules and step
-count. Not carried over: the environments' mid-episode state and random generators (a resumed run
-starts fresh episodes, seeded from seed + step), and the reward scaler's per-env running return.
+count. ``resume.safetensors`` adds what continues the run exactly (the envs mid-episode, the random
+generators, a recurrent state; see ``rlcli.resume``), its JSON part in the file's metadata; where that
+cannot be saved, ``meta.json`` says why and a resumed run starts fresh episodes, seeded from seed + step.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import rlcli
 from rlcli.errors import CheckpointError, StorageError
 from rlcli.optim import Adam
 
-CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY = (
+CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY, RESUME = (
     "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json",
-    "replay.safetensors")
+    "replay.safetensors", "resume.safetensors")
 BEST_DIR = "best"
 FORMAT = "rlcli-model-v1"
 
@@ -93,16 +94,23 @@ def save_tensors(path: Path, tensors: dict[str, torch.Tensor], step: int | None 
     atomic_write(path, tensor_bytes(tensors, step))
 
 
-def tensor_bytes(tensors: dict[str, torch.Tensor], step: int | None = None) -> bytes:
+def tensor_bytes(tensors: dict[str, torch.Tensor], step: int | None = None,
+                 values: dict[str, Any] | None = None) -> bytes:
     """A safetensors file's bytes; ``step`` is stamped into its metadata, so a resume can tell files of
-    one save apart."""
+    one save apart, and ``values`` (JSON) go there too."""
     flat = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    metadata = {"format": FORMAT, **({"step": str(step)} if step is not None else {})}
+    metadata = {"format": FORMAT, **({"step": str(step)} if step is not None else {}),
+                **({"values": json.dumps(values)} if values is not None else {})}
     return safetensors.torch.save(flat, metadata=metadata)
 
 
 def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]:
     """The tensors of an rlcli safetensors file; with ``step``, the file must have been saved then."""
+    return load_tensors_and_values(path, step)[0]
+
+
+def load_tensors_and_values(path: Path, step: int | None = None) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``load_tensors``, with the JSON values saved beside them (empty where there are none)."""
     if not path.is_file():
         raise CheckpointError(f"{path} is missing; is this an rlcli run directory?")
     try:
@@ -114,7 +122,7 @@ def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]
                 raise CheckpointError(
                     f"{path} was saved at step {metadata['step']} but meta.json says {step}: the last save "
                     "was interrupted; resume from a copy of the run made before, or start again")
-            return {k: f.get_tensor(k) for k in f.keys()}
+            return {k: f.get_tensor(k) for k in f.keys()}, json.loads(metadata.get("values", "{}"))
     except CheckpointError:
         raise
     except Exception as e:  # safetensors raises several types for truncated or foreign bytes

@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
 @contextlib.contextmanager
-def held() -> Iterator[None]:
+def held(notice: Callable[[], None] | None = None) -> Iterator[None]:
     """Holds SIGINT for the duration and raises it after, through the handler that was in place; a
     second SIGINT while held goes through at once (a user who presses Ctrl-C again means it, and a
-    call that hangs, such as a network flush, must still be escapable).
+    call that hangs, such as a network flush, must still be escapable). ``notice`` is called when the
+    first one is held (to say what it waits for).
 
     A KeyboardInterrupt can land between any two bytecodes, and some library calls do not survive it:
     one landing in ``threading.Condition.notify`` between releasing a waiter and removing it from the
@@ -31,6 +32,8 @@ def held() -> Iterator[None]:
         nonlocal pending, passed
         if not pending:
             pending = True
+            if notice is not None:
+                notice()
             return
         passed = True  # the previous handler takes over, and may itself change the handler
         signal.signal(signal.SIGINT, previous)

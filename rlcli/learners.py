@@ -11,6 +11,7 @@ import torch
 
 from rlcli.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.envs import StepResult, VecEnv
+from rlcli.envs.snapshot import Snapshot
 from rlcli.threads import ThreadPlan, torch_threads
 
 if TYPE_CHECKING:
@@ -79,6 +80,20 @@ class EpisodeTracker:
         self.finished_agent_returns = []
         return means
 
+    def state(self) -> Snapshot:
+        """The running episodes' returns and lengths so far, and the finished ones not yet drained."""
+        return Snapshot({"finished_returns": self.finished_returns, "finished_lengths": self.finished_lengths,
+                         "finished_agent_returns": [r.tolist() for r in self.finished_agent_returns]},
+                        {"returns": torch.from_numpy(self.returns.copy()),
+                         "lengths": torch.from_numpy(self.lengths.copy())})
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        self.returns[:] = snapshot.tensors["returns"].numpy()
+        self.lengths[:] = snapshot.tensors["lengths"].numpy()
+        self.finished_returns = list(snapshot.values["finished_returns"])
+        self.finished_lengths = list(snapshot.values["finished_lengths"])
+        self.finished_agent_returns = [np.array(r) for r in snapshot.values.get("finished_agent_returns", [])]
+
 
 class MetricMeans:
     """Means of per-update metrics over an iteration, each over the updates that reported it; tensors
@@ -132,6 +147,12 @@ class OnPolicyLearner:
     def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         pass
 
+    def live_state(self) -> Snapshot:
+        return self.collector.live_state()
+
+    def load_live_state(self, snapshot: Snapshot) -> None:
+        self.collector.load_live_state(snapshot)
+
 
 class RolloutCollector:
     """Steps the env ``n_steps`` times into the agent's rollout storage, carrying state across rollouts.
@@ -148,6 +169,24 @@ class RolloutCollector:
         self.state = agent.initial_state(env.num_envs)
         self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
         self.episodes = EpisodeTracker(env.num_envs, getattr(env, "agents_per_env", 1))
+
+    def live_state(self) -> Snapshot:
+        """What the next rollout continues from: the observations it acts on first, which rows follow a reset
+        row and which start an episode, a recurrent policy's state, the agent's running state (the reward
+        scaler's returns) and the episodes' partial returns."""
+        tensors = {"obs": self.obs, "prev_done": self.prev_done, "starts": self.starts}
+        if self.state is not None:
+            tensors["policy_state"] = self.state
+        return Snapshot.of({"collector": Snapshot({}, tensors), "agent": Snapshot({}, self.agent.running_state()),
+                            "episodes": self.episodes.state()})
+
+    def load_live_state(self, snapshot: Snapshot) -> None:
+        saved = {k: t.to(self.device) for k, t in snapshot.part("collector").tensors.items()}
+        self.obs, self.prev_done, self.starts = saved["obs"], saved["prev_done"], saved["starts"]
+        if self.state is not None:
+            self.state = saved["policy_state"]
+        self.agent.load_running_state(snapshot.part("agent").tensors)
+        self.episodes.load_state(snapshot.part("episodes"))
 
     @torch.no_grad()
     def collect(self) -> RolloutBuffer:
@@ -272,3 +311,18 @@ class OffPolicyLearner:
 
     def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         self.buffer.load_state_tensors(tensors)
+
+    def live_state(self) -> Snapshot:
+        """The observations the next step acts on, which rows follow a reset row, the random actions'
+        generator, the fraction of a gradient step owed and the episodes' partial returns."""
+        learner = Snapshot({"rng": self.rng.bit_generator.state, "updates_owed": self.updates_owed},
+                           {"obs": torch.from_numpy(np.array(self.obs)),
+                            "prev_done": torch.from_numpy(np.array(self.prev_done))})
+        return Snapshot.of({"learner": learner, "episodes": self.episodes.state()})
+
+    def load_live_state(self, snapshot: Snapshot) -> None:
+        learner = snapshot.part("learner")
+        self.obs, self.prev_done = learner.tensors["obs"].numpy().copy(), learner.tensors["prev_done"].numpy().copy()
+        self.rng.bit_generator.state = learner.values["rng"]
+        self.updates_owed = float(learner.values["updates_owed"])
+        self.episodes.load_state(snapshot.part("episodes"))

@@ -18,8 +18,9 @@ from pydantic import ValidationError
 
 import rlcli.algos  # noqa: F401  (registers the algorithms, whose config models a run's config names)
 from rlcli import checkpoint
-from rlcli.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY
+from rlcli.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
 from rlcli.config import RunConfig, describe_validation_error, dump_config
+from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import CheckpointError
 
 HF_PREFIX = "hf://"
@@ -125,24 +126,37 @@ class RunDir:
         file = self.path / name
         return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
 
+    def live_state(self) -> Snapshot | None:
+        """What the last checkpoint saved to continue exactly (see rlcli.resume); None where it could not, or
+        where the file is not here (a published run carries the model alone)."""
+        if not self.meta.get("resume", {}).get("exact") or not (self.path / RESUME).is_file():
+            return None
+        tensors, values = checkpoint.load_tensors_and_values(self.path / RESUME, self.steps)
+        return Snapshot(values, tensors)
+
     def save(self, model: dict[str, torch.Tensor], optimizer: dict[str, torch.Tensor] | None,
-             meta: dict[str, Any], replay: dict[str, torch.Tensor] | None = None,
+             meta: dict[str, Any], replay: dict[str, torch.Tensor] | None = None, live: Snapshot | None = None,
              extra: dict[str, dict[str, torch.Tensor]] | None = None) -> None:
         """A whole checkpoint at ``meta["steps"]``: every file written beside its old one before any is
         replaced, meta last; the tensor files (``extra``: more of them, by file name) are stamped with the
         step, so that a save cut short between renames is detected on resume. A failed write leaves the
-        previous checkpoint whole."""
+        previous checkpoint whole. ``live``: what continues the run exactly; without it, an earlier
+        checkpoint's is removed."""
         step = meta.get("steps")
         meta = {**meta, "versions": checkpoint.environment_versions(), "git_commit": checkpoint.git_commit()}
         named = ((REPLAY, replay), (MODEL, model), (OPTIMIZER, optimizer), *(extra or {}).items())
         files = {self.path / name: checkpoint.tensor_bytes(tensors, step) for name, tensors in named
                  if tensors is not None}
+        if live is not None:
+            files[self.path / RESUME] = checkpoint.tensor_bytes(live.tensors, step, live.values)
         files[self.path / CONFIG] = dump_config(self.cfg).encode()
         if self.history:
             files[self.path / EVAL] = _json({"latest": self.history[-1], "history": self.history})
         files[self.path / META] = _json(meta)
         checkpoint.write_files(files)
         self.meta = meta
+        if live is None:
+            (self.path / RESUME).unlink(missing_ok=True)
 
     def record_eval(self, entry: dict[str, Any]) -> None:
         """Appends an evaluation (with its ``step``) to the history, which the next ``save`` writes with the

@@ -2,6 +2,11 @@
 
 Callbacks receive a ``TrainState`` after every iteration and may ask to stop; the progress display, the
 user's stop condition and tuning's pruner all plug in here.
+
+A first Ctrl-C lets the training iteration it lands in (rollout and update) finish, and the checkpoint it
+then saves continues exactly on resume (``rlcli.resume``); a second one stops at once, with the weights as
+they are and fresh episodes on resume, as does a Ctrl-C that lands in an evaluation, which is dropped and
+done again on resume.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlcli import interrupts
+from rlcli import interrupts, resume
 from rlcli.agents import build_agent, build_learner, load_model, make_env, resolve_device, thread_plan
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.checkpoint import load_optimizer_tensors, optimizer_tensors
+from rlcli.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
+from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.evaluation import evaluate_run
 from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
@@ -64,11 +70,12 @@ Callback = Callable[[TrainState], bool]  # returns True to stop training
 
 
 class TrainingInterrupted(Exception):
-    """Ctrl-C during training; a checkpoint was saved in ``run_dir``."""
+    """Ctrl-C during training; a checkpoint was saved in ``run_dir``, which resumes exactly unless
+    ``inexact`` says why not."""
 
-    def __init__(self, state: TrainState) -> None:
+    def __init__(self, state: TrainState, inexact: str | None = None) -> None:
         super().__init__(f"interrupted at step {state.step}")
-        self.state = state
+        self.state, self.inexact = state, inexact
 
 
 class TrainingDiverged(Exception):
@@ -86,6 +93,20 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+@dataclass
+class Pending:
+    """An iteration learnt but not yet concluded (evaluated, logged, checkpointed): where a first Ctrl-C
+    stops a run, and where its resume picks up."""
+
+    metrics: dict[str, float]
+    evaluate: bool  # an evaluation is due and has not run
+    checkpoint: bool  # the iteration ends with a checkpoint (an evaluation was due)
+    generators: Snapshot | None = None  # the random generators before the evaluation, which may draw from them
+
+    def as_json(self) -> dict[str, Any]:
+        return {"metrics": self.metrics, "evaluate": self.evaluate, "checkpoint": self.checkpoint}
 
 
 @dataclass
@@ -107,6 +128,10 @@ class Session:
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=100))
     last_eval_step: int = -1
     started: float = field(default_factory=time.perf_counter)
+    pending: Pending | None = None
+    mid_iteration: bool = False  # in a training iteration, where a checkpoint cannot continue exactly
+    resumes: list[dict[str, Any]] = field(default_factory=list)  # each resume of the run: its step, whether exact
+    on_hold: Callable[[], None] | None = None  # told when a first Ctrl-C waits for the iteration to finish
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
@@ -127,17 +152,18 @@ def run(session: Session) -> TrainState:
                 finish(session)
             except KeyboardInterrupt:
                 session.state.wall_time = time.perf_counter() - session.started
-                checkpoint(session)
-                raise TrainingInterrupted(session.state) from None
+                inexact = checkpoint(session, live=not session.mid_iteration)
+                raise TrainingInterrupted(session.state, inexact) from None
         return session.state
     finally:
         close(session)
 
 
 def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_project: str | None,
-           resume: bool, save_buffer: bool) -> Session:
+           resume: bool, save_buffer: bool, on_hold: Callable[[], None] | None = None) -> Session:
     """Seeds, envs, agent (with a resumed run's weights, optimiser and schedule), learner and sinks.
-    The order is part of the seeding: it fixes which random numbers each draws."""
+    The order is part of the seeding: it fixes which random numbers each draws. ``on_hold`` is called when
+    a first Ctrl-C waits for the iteration it landed in to finish."""
     run = RunDir.open(run_dir) if resume else RunDir(run_dir, cfg)
     run.cfg = cfg
     meta = run.meta
@@ -150,7 +176,9 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
     sinks: list[MetricSink] = []
     try:
-        return assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer)
+        session = assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer)
+        session.on_hold = on_hold
+        return session
     except BaseException:  # spaces the algorithm cannot act in, a broken checkpoint, a full disk, Ctrl-C
         try:
             for sink in sinks:
@@ -194,43 +222,95 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink]
     hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when else []
     session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
                       float(meta.get("wall_time", 0.0)), pool)
-    if not resume:
+    if resume:
+        continue_from_checkpoint(session)
+    else:
         checkpoint(session)  # step 0: a run that diverges or is cut short before its first save can resume
     return session
 
 
+def continue_from_checkpoint(session: Session) -> None:
+    """A resumed run's envs, learner, random generators and bookkeeping as its checkpoint left them, where it
+    saved them; else fresh episodes, as set up. Which it was joins the run's ``resumes``."""
+    run, state = session.run, session.state
+    why = run.meta.get("resume", {}).get("why", "the checkpoint was saved without the envs' state")
+    live = run.live_state()
+    if live is None and run.meta.get("resume", {}).get("exact"):
+        why = f"{RESUME} is missing"
+    if live is not None:
+        try:
+            training = resume.restore(live, session.env, session.learner)
+        except EnvStateUnreadable as e:
+            why = str(e)
+        else:
+            why = None
+            session.recent.extend(training["recent"])
+            if training["pending"] is not None:
+                session.pending = Pending(**training["pending"])
+                if session.pending.checkpoint:
+                    session.last_eval_step = state.step  # evaluated there, or about to be (conclude)
+                    state.eval_return = session.pending.metrics.get("eval/mean_return")
+                    state.eval_std = session.pending.metrics.get("eval/std_return")
+    session.resumes = [*run.meta.get("resumes", []), {"step": state.step, "exact": why is None,
+                                                      **({"why": why} if why else {})}]
+
+
 def iterate(session: Session) -> None:
-    """Training iterations until the budget is spent or a callback, ``stop_at`` or a stop hook says stop."""
+    """Training iterations until the budget is spent or a callback, ``stop_at`` or a stop hook says stop;
+    a resumed run first concludes the iteration its checkpoint was saved in."""
     cfg, state = session.cfg, session.state
     start = state.step
-    next_eval = _next_multiple(state.step, cfg.eval.every)
-    stop = False
+    stop = conclude(session) if session.pending is not None else False
     while state.step < cfg.algo.steps and not stop:
-        steps, metrics = session.learner.iterate(state.step)
-        state.step += steps
-        state.iteration += 1
-        check_finite(session, metrics)
-        if session.pool is not None:
-            if state.iteration % cfg.env.multiagent.selfplay.snapshot_every == 0:
-                session.pool.add(state.step)
-            metrics.update(session.pool.metrics())
-        state.wall_time = time.perf_counter() - session.started
-        state.sps = (state.step - start) / max(state.wall_time, 1e-9)
-        metrics.update(episode_metrics(session))
-        metrics["charts/SPS"] = state.sps
-        evaluated = bool(next_eval) and state.step >= next_eval or state.step >= cfg.algo.steps
-        if evaluated:
-            next_eval = _next_multiple(state.step, cfg.eval.every)
-            metrics.update(run_eval(session))
-        state.metrics = metrics
-        # the writers' queues, the checkpoint and a tuning study's storage; see interrupts.held
-        with interrupts.held():
-            write_metrics(session, metrics)
-            if evaluated:
-                checkpoint(session)
-                stop = reached_stop_at(cfg, state)
-            for callback in session.callbacks:
-                stop = bool(callback(state)) or stop
+        # a first Ctrl-C lets the iteration finish, so that its checkpoint continues exactly
+        with interrupts.held(session.on_hold):
+            learn(session, start)
+        stop = conclude(session)
+
+
+def learn(session: Session, start: int) -> None:
+    """One training iteration (rollout and update), left pending for ``conclude``; ``start`` is the step this
+    process began at (for steps per second)."""
+    cfg, state = session.cfg, session.state
+    session.mid_iteration = True
+    before = state.step
+    steps, metrics = session.learner.iterate(state.step)
+    state.step += steps
+    state.iteration += 1
+    check_finite(session, metrics)
+    if session.pool is not None:
+        if state.iteration % cfg.env.multiagent.selfplay.snapshot_every == 0:
+            session.pool.add(state.step)
+        metrics.update(session.pool.metrics())
+    state.wall_time = time.perf_counter() - session.started
+    state.sps = (state.step - start) / max(state.wall_time, 1e-9)
+    metrics.update(episode_metrics(session))
+    metrics["charts/SPS"] = state.sps
+    # due once the steps pass a multiple of eval.every, and at the end
+    due = bool(cfg.eval.every) and state.step >= _next_multiple(before, cfg.eval.every) or state.step >= cfg.algo.steps
+    session.pending = Pending(metrics, due, due, resume.random_state() if due else None)
+    session.mid_iteration = False
+
+
+def conclude(session: Session) -> bool:
+    """The pending iteration's evaluation (when due), metrics, checkpoint (after an evaluation) and callbacks;
+    returns whether to stop."""
+    cfg, state, pending = session.cfg, session.state, session.pending
+    assert pending is not None
+    if pending.evaluate:
+        run_eval(session)
+    state.metrics = pending.metrics
+    stop = False
+    # the writers' queues, the checkpoint and a tuning study's storage; see interrupts.held
+    with interrupts.held():
+        write_metrics(session, pending.metrics)
+        session.pending = None
+        if pending.checkpoint:
+            checkpoint(session)
+            stop = reached_stop_at(cfg, state)
+        for callback in session.callbacks:
+            stop = bool(callback(state)) or stop
+    return stop
 
 
 def reached_stop_at(cfg: RunConfig, state: TrainState) -> bool:
@@ -271,32 +351,52 @@ def run_eval(session: Session) -> dict[str, float]:
     model = finite_model(session)
     session.last_eval_step = state.step
     result, rates = evaluate_run(session.agent, session.eval_env, cfg, cfg.seed + 1_000_003)
-    state.eval_return, state.eval_std, state.eval_metrics = result.mean, result.std, rates
-    run.record_eval({"step": state.step, **result.as_dict(), **({"rates": rates} if rates else {})})
-    if state.best_eval is None or result.mean >= state.best_eval:
-        with interrupts.held():  # the best model and the figure it is best by change together
+    metrics = {"eval/mean_return": result.mean, "eval/std_return": result.std,
+               **{f"eval/{name}": value for name, value in rates.items()}}
+    # the history, the best model, the figure it is best by and the pending iteration change together
+    with interrupts.held():
+        state.eval_return, state.eval_std, state.eval_metrics = result.mean, result.std, rates
+        run.record_eval({"step": state.step, **result.as_dict(), **({"rates": rates} if rates else {})})
+        if state.best_eval is None or result.mean >= state.best_eval:
             run.save_best(model)
             state.best_eval = result.mean
-    return {"eval/mean_return": result.mean, "eval/std_return": result.std,
-            **{f"eval/{name}": value for name, value in rates.items()}}
+        if session.pending is not None:
+            session.pending.metrics.update(metrics)
+            session.pending.evaluate, session.pending.generators = False, None
+    return metrics
 
 
-def checkpoint(session: Session, final: bool = False) -> None:
-    """Saves the whole run at the current step; weights that are not finite are never saved."""
+def checkpoint(session: Session, final: bool = False, live: bool = True) -> str | None:
+    """Saves the whole run at the current step; weights that are not finite are never saved. ``live``: between
+    two iterations, where the envs' and learner's state is saved too. Returns why a resume from it would
+    not continue exactly, or None where it would."""
     state, agent, cfg = session.state, session.agent, session.cfg
     model = finite_model(session)
+    snapshot, inexact = live_snapshot(session) if live else (
+        None, "it was saved in the middle of an iteration (a second Ctrl-C)")
     meta: dict[str, Any] = {
         "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed, "steps": state.step,
         "iterations": state.iteration, "episodes": state.episodes, "agent": agent.extra_state(),
         "best_eval": state.best_eval, "wall_time": session.prior_wall + state.wall_time, "finished": final,
         "backend": session.env.backend, "save_buffer": session.save_buffer,
+        "resume": {"exact": snapshot is not None, **({"why": inexact} if inexact else {})},
+        **({"resumes": session.resumes} if session.resumes else {}),
         **({"wandb_id": session.run.meta["wandb_id"]} if "wandb_id" in session.run.meta else {})}
     replay = session.learner.buffer_tensors() if session.save_buffer else None
     extra = {}
     if session.pool is not None:
         extra[POOL_FILE], meta["selfplay"] = session.pool.state()
-    session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay, extra)
+    session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay, snapshot, extra)
     state.last_saved = state.step
+    return inexact
+
+
+def live_snapshot(session: Session) -> tuple[Snapshot | None, str | None]:
+    """What continues the run exactly from here, or why it cannot be saved (see rlcli.resume)."""
+    pending = session.pending
+    generators = pending.generators if pending is not None and pending.generators is not None else resume.random_state()
+    training = {"recent": list(session.recent), "pending": None if pending is None else pending.as_json()}
+    return resume.capture(session.env, session.learner, training, generators, session.save_buffer)
 
 
 def finite_model(session: Session) -> dict[str, torch.Tensor]:

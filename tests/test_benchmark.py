@@ -274,6 +274,7 @@ def test_an_interrupted_benchmark_resumes(tmp_path, blocking_env):
     run_dir = out / "runs" / "BlockingCartPole-v0__ppo__s1"
     proc = _start_benchmark(args, blocking_env)
     proc.send_signal(signal.SIGINT)  # Ctrl-C
+    blocking_env.touch()  # the run finishes the iteration the interrupt found it in, then saves
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, output
     assert "Stopping 1 running run(s), each saves a checkpoint" in output
@@ -283,12 +284,12 @@ def test_an_interrupted_benchmark_resumes(tmp_path, blocking_env):
     assert not meta["finished"] and 0 < meta["steps"] < 4096
     interrupted_at = meta["steps"]
 
-    blocking_env.touch()
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "0 finished already (kept), 1 to resume, 0 to start" in result.output
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["finished"] and meta["steps"] == 4096
+    assert meta["resumes"] == [{"step": interrupted_at, "exact": True}]  # the envs went on mid-episode
     assert record(run_dir)["attempts"] == 2 and record(run_dir)["status"] == "finished"
     log = (run_dir / "train.log").read_text()
     assert f"Resuming BlockingCartPole-v0 (ppo) in {run_dir} at step {interrupted_at:,}" in log

@@ -141,10 +141,12 @@ def test_sac_train_eval_and_resume_with_replay_buffer(tmp_path):
 
     result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "800"])  # buffer: from meta
     assert result.exit_code == 0, result.output
+    # no second warm-up, and the third episode goes on: its last 2 steps, a reset row, 197 steps of a fourth
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["steps"] == 800 and meta["agent"]["updates"] == 398 + 200  # no second warm-up
+    assert meta["steps"] == 800 and meta["agent"]["updates"] == 398 + 199
+    assert meta["resumes"] == [{"step": 600, "exact": True}]
     with safe_open(str(run / "replay.safetensors"), "pt") as f:
-        assert f.get_tensor("obs").shape[0] == 598 + 200  # restored rows + a fresh 200-step episode
+        assert f.get_tensor("obs").shape[0] == 598 + 199
 
     result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["algo"] == "sac"

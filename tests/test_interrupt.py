@@ -55,6 +55,15 @@ def test_an_interrupt_while_held_is_raised_when_the_block_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_held_tells_when_it_holds_a_first_interrupt():
+    told = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.held(lambda: told.append("held")):
+            signal.raise_signal(signal.SIGINT)
+            assert told == ["held"]  # at once, while the block runs on
+    assert told == ["held"]
+
+
 def test_held_nests_and_raises_once_at_the_outermost_end():
     done = []
     with pytest.raises(KeyboardInterrupt):

@@ -24,6 +24,7 @@ from rlcli.threads import ThreadPlan
 if TYPE_CHECKING:
     from rlcli.buffers import ReplayBatch, RolloutBatch, RolloutBuffer, SequenceBatch
     from rlcli.envs import VecEnv
+    from rlcli.envs.snapshot import Snapshot
     from rlcli.nets import PolicySample
     from rlcli.optim import Adam
 
@@ -82,6 +83,13 @@ class OnPolicyAgent(Agent, Protocol):
 
     def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor: ...
 
+    def running_state(self) -> dict[str, torch.Tensor]:
+        """State tied to the envs' running episodes (the reward scaler's discounted returns), which is not
+        the model's: an exact resume restores it, one that restarts the episodes starts it again."""
+        ...
+
+    def load_running_state(self, tensors: dict[str, torch.Tensor]) -> None: ...
+
     def update(self, batch: RolloutBatch | SequenceBatch, progress: float) -> Metrics:
         """Learns from one rollout (a ``SequenceBatch`` where ``new_rollout`` stores a state);
         ``progress`` is the fraction of training done, in [0, 1]."""
@@ -113,9 +121,18 @@ class Learner(Protocol):
         """Returns and lengths of the training episodes finished since the last call."""
         ...
 
-    def buffer_tensors(self) -> dict[str, torch.Tensor]: ...
+    def buffer_tensors(self) -> dict[str, torch.Tensor]:
+        """The experience kept across iterations (an off-policy replay buffer); empty where none is."""
+        ...
 
     def load_buffer_tensors(self, tensors: dict[str, torch.Tensor]) -> None: ...
+
+    def live_state(self) -> Snapshot:
+        """What the next iteration continues from beyond the agent and the envs (the observations it acts on
+        first, a recurrent state, the episodes' partial returns), between two iterations."""
+        ...
+
+    def load_live_state(self, snapshot: Snapshot) -> None: ...
 
 
 # (algo config, observation space, action space, n_envs, device), and obs_layout= where the env has one

@@ -273,6 +273,12 @@ class PPO(nn.Module):
     def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
         return self.reward_scaler(rewards, dones)
 
+    def running_state(self) -> dict[str, torch.Tensor]:
+        return {"reward_returns": self.reward_scaler.returns}
+
+    def load_running_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.reward_scaler.returns.copy_(tensors["reward_returns"])
+
     def update(self, batch: RolloutBatch | SequenceBatch, progress: float) -> dict[str, float]:
         """Minibatch epochs over one rollout; ``progress`` is the fraction of training done, in [0, 1].
         A recurrent network's minibatches are whole env sequences, ``minibatch_size / n_steps`` envs each."""

@@ -135,6 +135,13 @@ def parse_stop_at(text: str | None) -> dict[str, Any]:
     return {"stop_at": number, "stop_opponent": opponent or None}
 
 
+def resume_note(resumed: dict[str, Any]) -> str:
+    """What a resume restored: everything, or the weights alone with fresh episodes (and why)."""
+    if resumed["exact"]:
+        return "It continues exactly: the envs mid-episode, the random generators and the learner are as saved."
+    return f"Fresh episodes, as the checkpoint could not continue exactly: {resumed['why']}."
+
+
 def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
                    runtime: dict[str, Any], steps: int | None) -> tuple[RunConfig, Path, int]:
     """The config a resumed run continues with: the saved one, with the settings that may change."""
@@ -185,14 +192,19 @@ def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: in
     display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
     try:
-        session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer)  # spaces checked here
-        if not resume:
+        session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer,  # spaces checked here
+                         on_hold=lambda: console.print("Ctrl-C: finishing this iteration, then saving "
+                                                       "(Ctrl-C again stops at once)"))
+        if resume:
+            console.print(resume_note(session.resumes[-1]))
+        else:
             console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
                           f"({cfg.algo.n_envs} envs) -> {directory}")
         with display.progress:
             state = run(session)
     except TrainingInterrupted as e:
-        console.print(f"\nInterrupted at step {e.state.step:,}; checkpoint saved in {directory}.\n"
+        how = "it continues exactly" if e.inexact is None else f"episodes start afresh: {e.inexact}"
+        console.print(f"\nInterrupted at step {e.state.step:,}; checkpoint saved in {directory} ({how}).\n"
                       f"Resume with: rlcli train --resume {directory}")
         raise typer.Exit(130) from None
     except TrainingDiverged as e:

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlcli.envs.layout import ObsLayout
+from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import UsageError
 
 
@@ -48,6 +49,15 @@ class VecEnv(Protocol):
         ...
 
     def step_wait(self) -> StepResult: ...
+
+    def state(self) -> Snapshot:
+        """Every env's state mid-episode, between two steps, for a checkpoint that resumes exactly; raises
+        EnvStateUnreadable, saying why, where it cannot be read (envpool's)."""
+        ...
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        """Sets the envs to a ``state()``; EnvStateUnreadable, before changing anything, where it does not fit."""
+        ...
 
     def close(self) -> None: ...
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
 from rlcli.envs.layout import MASK_KEY, ObsFlattener, ObsLayout, flat_space, layout_of
+from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 
 # Standard Atari preprocessing (Machado et al. / Nature DQN); rlcli/envs/atari.py copies it for gymnasium.
 ATARI_KWARGS = dict(
@@ -80,6 +81,12 @@ class EnvpoolVecEnv:
             game_over = terminated | truncated
         return StepResult(self._observation(obs, info), reward.astype(np.float32), terminated, truncated,
                           raw_reward, game_over)
+
+    def state(self) -> Snapshot:
+        raise EnvStateUnreadable("envpool keeps its envs' state in C++, where it cannot be read")
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        raise EnvStateUnreadable("envpool's envs cannot be set to a saved state")
 
     def close(self) -> None:
         self._env.close()

@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from rlcli.envs.atari import make_atari_env
 from rlcli.envs.base import StepResult, float32_obs, float32_space, make_gym_env
 from rlcli.envs.layout import ObsFlattener, ObsLayout, flat_space, layout_of
+from rlcli.envs.snapshot import Snapshot, capture, restore
 
 
 def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
@@ -93,6 +94,18 @@ class GymnasiumVecEnv:
 
     def step_wait(self) -> StepResult:
         return self.step(self._actions)
+
+    def state(self) -> Snapshot:
+        """Every env's state mid-episode (see rlcli.envs.snapshot); EnvStateUnreadable where an env holds
+        state that is not data (the ALE's emulator)."""
+        saved = capture(self._env)
+        steps = None if self._flatten is None else self._flatten.steps  # only for the step its errors name
+        return Snapshot({**saved.values, "flattened_steps": steps}, saved.tensors)
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        restore(self._env, snapshot)
+        if self._flatten is not None and snapshot.values.get("flattened_steps") is not None:
+            self._flatten.steps = snapshot.values["flattened_steps"]
 
     def render(self) -> np.ndarray:
         """The first env's frame as the game shows it (RGB)."""

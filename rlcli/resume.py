@@ -1,0 +1,70 @@
+"""What a checkpoint keeps so that ``--resume`` continues a run as if it had never stopped: the envs' state
+mid-episode, the learner's live state (the observations it acts on next, a recurrent state, the reward
+scaler's running returns, the episodes' partial returns), the random generators, and training's own
+bookkeeping. Where some of it cannot be saved (envpool's envs, the ALE's emulator, a replay buffer saved
+without --save-buffer), the checkpoint says why instead, and a resume starts fresh episodes.
+
+Saved only between two training iterations, where nothing is half done: a Ctrl-C lets the iteration finish
+first (see ``rlcli.train``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlcli.algos.base import Learner
+from rlcli.envs import VecEnv
+from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
+
+
+def random_state() -> Snapshot:
+    """The global generators: torch's (CUDA's too, once used), numpy's and Python's."""
+    numpy = np.random.get_state(legacy=False)
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors |= {f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())}
+    version, words, gauss = random.getstate()
+    values = {"numpy": {**numpy, "state": {"key": numpy["state"]["key"].tolist(), "pos": numpy["state"]["pos"]}},
+              "python": [version, list(words), gauss]}
+    return Snapshot(values, tensors)
+
+
+def load_random_state(snapshot: Snapshot) -> None:
+    numpy = snapshot.values["numpy"]
+    np.random.set_state({**numpy, "state": {"key": np.array(numpy["state"]["key"], dtype=np.uint32),
+                                            "pos": numpy["state"]["pos"]}})
+    version, words, gauss = snapshot.values["python"]
+    random.setstate((version, tuple(words), gauss))
+    torch.set_rng_state(snapshot.tensors["torch"])
+    cuda = [snapshot.tensors[f"cuda.{i}"] for i in range(sum(key.startswith("cuda.") for key in snapshot.tensors))]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda[:torch.cuda.device_count()])
+
+
+def capture(env: VecEnv, learner: Learner, bookkeeping: dict[str, Any], generators: Snapshot,
+            replay_saved: bool) -> tuple[Snapshot | None, str | None]:
+    """(everything an exact resume needs, None), or (None, why it cannot be saved). ``bookkeeping``:
+    training's own JSON values; ``generators``: ``random_state()`` as it stands at this point of the run."""
+    if not replay_saved and learner.buffer_tensors():
+        return None, "the replay buffer is not saved (train with --save-buffer)"
+    if not hasattr(env, "state"):
+        return None, f"the {env.backend} backend cannot save its envs' state"
+    try:
+        envs = env.state()
+    except EnvStateUnreadable as e:
+        return None, str(e)
+    return Snapshot.of({"env": envs, "learner": learner.live_state(), "random": generators,
+                        "training": Snapshot(bookkeeping, {})}), None
+
+
+def restore(snapshot: Snapshot, env: VecEnv, learner: Learner) -> dict[str, Any]:
+    """Sets the envs, the learner and the random generators to a ``capture``; returns training's bookkeeping.
+    Raises EnvStateUnreadable, before changing anything, where the envs are not those it was captured from."""
+    env.load_state(snapshot.part("env"))
+    learner.load_live_state(snapshot.part("learner"))
+    load_random_state(snapshot.part("random"))
+    return snapshot.values["training"]
