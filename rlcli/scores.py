@@ -152,6 +152,14 @@ def random_multiagent_return(env_id: str, episodes: int = 100, seed: int = 0) ->
                                                       env.obs_layout, seed + 1))
         mover = RandomOpponent(env.obs_layout, seed)  # type: ignore[arg-type]
         draw = mover.act
+    elif env.obs_layout is not None and env.obs_layout.groups:  # each agent within its own group's actions
+        rng = np.random.default_rng(seed)
+        layout = env.obs_layout
+        actions = np.array([group.actions for group in layout.groups])
+
+        def draw(obs: np.ndarray) -> np.ndarray:
+            counts = actions[obs[:, layout.span("group")].argmax(axis=1)]
+            return (rng.random(len(obs)) * counts).astype(np.int64)
     else:
         space = env.single_action_space
         space.seed(seed)

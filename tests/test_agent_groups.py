@@ -70,3 +70,10 @@ def test_a_grouped_agent_learns_through_the_one_ppo_update(env):
     assert steps == 100 and np.isfinite(metrics["losses/policy"])
     moved = [k for k, v in agent.state_dict().items() if not torch.equal(v, before[k])]
     assert any(".groups.0." in k or "groups.0." in k for k in moved) and any("groups.1." in k for k in moved)
+
+
+def test_random_play_keeps_each_agent_within_its_own_actions():
+    from rlcli.scores import random_policy_return
+
+    mean, std = random_policy_return(SPEAKER_LISTENER, episodes=3)
+    assert np.isfinite(mean) and mean < 0 and std >= 0
