@@ -1,0 +1,33 @@
+"""Learning tests for turn-based games, each with its tuned entry, a fixed seed and step budget: the best
+model (kept by the periodic evaluation, as every run keeps it) measured against fixed players."""
+
+import pytest
+
+from rlcli.algos import resolve
+from rlcli.evaluation import match
+from rlcli.rundir import RunDir
+from rlcli.train import train
+
+pytest.importorskip("pettingzoo.classic")
+
+
+def trained(env_id: str, tmp_path, evaluations: int) -> RunDir:
+    cfg = resolve("ppo", env_id, seed=0, eval_episodes=50, torch_threads=1)
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every": cfg.algo.steps // evaluations})})
+    state = train(cfg, tmp_path / "run")
+    assert state.step >= cfg.algo.steps
+    return RunDir.open(tmp_path / "run")
+
+
+def test_tictactoe_self_play_never_loses_to_random_and_draws_minimax(tmp_path):
+    run = trained("pettingzoo.classic.tictactoe_v3", tmp_path, evaluations=10)
+    random = match(run, "random", 1000, seed=7, best=True).rates()
+    assert random["first_loss"] == 0.0 and random["second_loss"] == 0.0, random
+    minimax = match(run, "scripted", 200, seed=7, best=True).rates()
+    assert minimax["draw"] >= 0.95, minimax
+
+
+def test_connect_four_beats_random_and_the_scripted_player(tmp_path):
+    run = trained("pettingzoo.classic.connect_four_v3", tmp_path, evaluations=10)
+    assert match(run, "random", 200, seed=7, best=True).rates()["win"] >= 0.95
+    assert match(run, "scripted", 200, seed=7, best=True).rates()["win"] >= 0.70
