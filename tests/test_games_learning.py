@@ -1,6 +1,8 @@
 """Learning tests for turn-based games, each with its tuned entry, a fixed seed and step budget: the best
 model (kept by the periodic evaluation, as every run keeps it) measured against fixed players."""
 
+import os
+
 import pytest
 
 from rlcli.algos import resolve
@@ -27,6 +29,8 @@ def test_tictactoe_self_play_never_loses_to_random_and_draws_minimax(tmp_path):
     assert minimax["draw"] >= 0.95, minimax
 
 
+@pytest.mark.skipif(not os.environ.get("RLCLI_LONG_TESTS"), reason="1.5M steps of connect four: about 8 minutes "
+                    "on 2 cores, beyond CI's budget; RLCLI_LONG_TESTS=1 runs it")
 def test_connect_four_beats_random_and_the_scripted_player(tmp_path):
     run = trained("pettingzoo.classic.connect_four_v3", tmp_path, evaluations=10)
     assert match(run, "random", 200, seed=7, best=True).rates()["win"] >= 0.95
