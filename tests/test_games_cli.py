@@ -138,3 +138,14 @@ def test_a_published_game_card_shows_rates_per_opponent_and_seat_and_the_rating(
     assert "Self-play Elo rating at the end of training" in card
     hyperparams = (tmp_path / "folder" / "hyperparams.yml").read_text()
     assert "multiagent:" in hyperparams and "snapshot_every: 1" in hyperparams  # retraining keeps the pool's settings
+
+
+def test_stop_at_a_win_rate_stops_at_the_first_evaluation_that_reaches_it(tmp_path):
+    path = tmp_path / "stop"
+    result = runner.invoke(app, ["train", "tictactoe_v3", "--steps", "1024", "--eval-every", "128", "--run-dir",
+                                 str(path), "--stop-at", "random:0.0", *TINY])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["steps"] == 128  # the first evaluation: any win rate reaches 0
+    config = (path / "config.yaml").read_text()
+    assert "stop_at: 0.0" in config and "stop_opponent: random" in config
