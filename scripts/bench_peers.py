@@ -4,7 +4,7 @@ Run (from the repository root):
 
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent`` picks sections,
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent,multiagent`` picks sections,
 ``--quick`` cuts every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH``
 writes every raw result, ``--markdown PATH`` writes the tables that are printed. The sections, what each
 row measures and why, are described in scripts/README.md.
@@ -105,6 +105,21 @@ MASKED_ID = "MaskedChoice-v0"
 RECURRENT_ID = "CartPoleNoVel-v1"  # rlcli.envs.partial registers it with gymnasium for both sides
 # its tuned entry, with the zoo's 20 epochs: RecurrentPPO's CartPole setting (8 envs x 32 steps, minibatch 256)
 RECURRENT_OVERRIDES = {"n_epochs": 20}
+# Shared-parameter PPO on mpe2's simple_spread (3 agents) against PettingZoo's own SB3 recipe: SuperSuit's
+# pettingzoo_env_to_vec_env_v1 + concat_vec_envs_v1 (8 copies: 24 agent rows), SB3 PPO. Identical values
+# on both sides: SB3's PPO defaults with n_steps 128 and batch 256 (a rollout of 8 x 128 x 3 = 3,072 agent
+# steps, 10 epochs of minibatches of 256), [64, 64] tanh actor and critic; each agent's critic reads its
+# own observation (rlcli's IPPO: SB3 has no centralised critic), no agent id.
+MPE_ID = "mpe2.simple_spread_v3"
+MPE_AGENTS = 3
+MPE_SAME: dict[str, Any] = dict(
+    n_envs=8, n_steps=128, minibatch_size=256, n_epochs=10, learning_rate=3e-4, lr_schedule="constant",
+    gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_schedule="constant", clip_value=None, ent_coef=0.0,
+    vf_coef=0.5, max_grad_norm=0.5, adam_eps=1e-5, normalize_advantage=True, normalize_obs=False,
+    normalize_reward=False, multiagent=dict(state=False, agent_id=False),
+    network=dict(trunk="mlp", hidden=[64, 64], activation="tanh", shared=False, ortho_init=True),
+)
+
 RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
@@ -125,6 +140,7 @@ class Budgets:
     pong_steps: int = 20_000
     masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
     recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
+    mpe_steps: int = 61_440  # agent steps: 20 rollouts of 8 envs x 128 steps x 3 agents
     env_seconds: float = 5.0  # random-action env throughput
 
     def quick(self) -> Budgets:
@@ -137,7 +153,7 @@ class Budgets:
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
                        sac_learning_starts=300, sac_window=50, pong_steps=1_000, masked_steps=1_000,
-                       recurrent_steps=256,
+                       recurrent_steps=256, mpe_steps=3_072,
                        env_seconds=0.25)
 
 
@@ -602,6 +618,37 @@ def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
     return sb3_ppo_throughput(RecurrentPPO("MlpLstmPolicy", env, seed=args.seed, **kwargs), args.steps)
 
 
+def worker_rlcli_mpe(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli's shared-parameter PPO on simple_spread: agent steps/s (``args.steps`` counts agent steps,
+    as SB3 does; rlcli's own steps are env steps, each one of every agent)."""
+    env_steps = replace(args, steps=args.steps // MPE_AGENTS)
+    result = rlcli_ppo_throughput(env_steps, MPE_SAME)
+    return {**result, "steps": result["steps"] * MPE_AGENTS, "sps": result["sps"] * MPE_AGENTS,
+            "steady_sps": result["steady_sps"] * MPE_AGENTS, "env_sps": result["sps"]}
+
+
+def worker_sb3_mpe(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 PPO on SuperSuit's parameter-sharing vector env of simple_spread (PettingZoo's tutorial recipe),
+    the same values: agent steps/s. SuperSuit's ConcatVecEnv cannot be seeded (it has no seed()), so SB3's
+    PPO is built without a seed and only torch's draws are seeded."""
+    import importlib
+
+    import supersuit as ss
+    import torch
+    from stable_baselines3 import PPO
+
+    cfg = rlcli_config("ppo", args, MPE_SAME).algo
+    policy, kwargs = sb3_ppo_kwargs(cfg)
+    kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions
+    module = importlib.import_module(args.env)
+    env = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(module.parallel_env()), cfg.n_envs, num_cpus=1,
+                                base_class="stable_baselines3")
+    torch.manual_seed(args.seed)
+    result = sb3_ppo_throughput(PPO(policy, env, **kwargs), args.steps)
+    return {**result, "env_sps": result["sps"] / MPE_AGENTS}
+
+
+
 WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-cartpole": worker_sb3_cartpole,
     "rlcli-hopper-ppo": worker_rlcli_hopper_ppo,
@@ -616,6 +663,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-masked": worker_sb3_masked,
     "rlcli-recurrent": worker_rlcli_recurrent,
     "sb3-recurrent": worker_sb3_recurrent,
+    "rlcli-mpe": worker_rlcli_mpe,
+    "sb3-mpe": worker_sb3_mpe,
     "env-rlcli": worker_env_rlcli,
     "env-sb3": worker_env_sb3,
 }
@@ -1046,6 +1095,24 @@ def bench_recurrent(ctx: Context) -> Section:
     return section
 
 
+def bench_multiagent(ctx: Context) -> Section:
+    """simple_spread shared-parameter PPO, identical hyperparameters, against SB3 PPO on SuperSuit's
+    parameter-sharing vector env: agent steps/s (env steps/s x 3)."""
+    section, budget = Section("multiagent"), ctx.budgets.mpe_steps
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-mpe"), ("SB3", "sb3-mpe")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=MPE_ID, steps=budget))
+            add_steady(section, side, seed, result)
+    section.rows += [
+        Row(f"{MPE_ID} shared-parameter PPO, 3 agents (SB3 PPO on SuperSuit's parameter-sharing vector env), "
+            f"same hyperparameters: agent steps/s over {budget:,} agent steps", "steps/s",
+            values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)),
+        steady_row(section),
+    ]
+    return section
+
+
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "cartpole": bench_cartpole,
     "hopper-ppo": bench_hopper_ppo,
@@ -1054,6 +1121,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "pong": bench_pong,
     "masked": bench_masked,
     "recurrent": bench_recurrent,
+    "multiagent": bench_multiagent,
 }
 
 
