@@ -121,11 +121,10 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     staging = out.with_name(f".{out.name}.partial")
     try:
         first = episodes.obs[0, :2]  # two rows: a batch of one could be specialised
-        examples = (torch.as_tensor(first), torch.zeros(2, module.state_size)) if recurrent else tuple(
-            map(torch.as_tensor, split(first)))
+        examples = (*map(torch.as_tensor, split(first)), *((torch.zeros(2, module.state_size),) if recurrent else ()))
         run_inputs = _export_onnx(file_module, examples, staging) if fmt == "onnx" else _export_torchscript(
             file_module, examples, staging)
-        run_file: RunFile = run_inputs if recurrent else lambda rows: run_inputs(*split(rows))  # noqa: E731
+        run_file: RunFile = lambda rows, *state: run_inputs(*split(rows), *state)  # noqa: E731
         # against the live agent's policy, not the copy that was exported
         if recurrent:  # whole episodes, each side carrying its own state
             n_checked = episodes.starts.size
@@ -144,8 +143,9 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, n_checked, best)
-    if layout is not None:
-        spec.update(file_module.describe())  # type: ignore[union-attr]
+    if layout is not None:  # the obs input's keys and the mask, then the state as _spec describes it
+        described = file_module.describe()  # type: ignore[union-attr]
+        spec.update({**described, "inputs": described["inputs"] + spec["inputs"][1:]})
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
@@ -164,9 +164,6 @@ def default_out(run_dir: Path, fmt: str) -> Path:
 
 def check_exportable(net: Any) -> None:
     """A UsageError for the networks export cannot write yet (eval and play run them)."""
-    if getattr(net, "state_size", 0) and getattr(net, "layout", None) is not None:
-        raise UsageError("exporting a recurrent policy that reads Dict observations or an action mask is "
-                         "not supported yet; eval and play run it")
     if getattr(getattr(net, "layout", None), "groups", ()):
         raise UsageError("exporting the policies of agents with different spaces (one per agent group) is not "
                          "supported yet; eval and play run them")
@@ -187,10 +184,19 @@ class ActorInputs(nn.Module):
         net = policy.net  # type: ignore[attr-defined]
         self.layout, self.actor_keys = net.layout, net.actor_keys
         self.masked = net.layout.mask_key is not None
+        self.state_size = getattr(policy, "state_size", 0)  # a recurrent policy's: its state in and out
         self.pixels = False
         self.train(policy.training)  # an exported policy is in eval mode, and so is this
 
-    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, second: torch.Tensor | None = None, third: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(obs[, action_mask][, state]), as ``_names`` lists the file's inputs."""
+        action_mask = second if self.masked else None
+        state = (third if self.masked else second) if self.state_size else None
+        flat = self._flat(obs, action_mask)
+        return self.policy(flat) if state is None else self.policy(flat, state)
+
+    def _flat(self, obs: torch.Tensor, action_mask: torch.Tensor | None) -> torch.Tensor:
         parts, start = [], 0
         for key, width in self.layout.fields:
             if key in self.actor_keys:
@@ -200,7 +206,7 @@ class ActorInputs(nn.Module):
                 parts.append(action_mask.to(obs.dtype))
             else:
                 parts.append(obs.new_zeros(obs.shape[0], width))
-        return self.policy(torch.cat(parts, 1))
+        return torch.cat(parts, 1)
 
     def split(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """Flat observations as the file's inputs: (actor's keys[, mask])."""
@@ -324,11 +330,10 @@ def _quiet_exporters() -> Iterator[None]:
 def _names(module: nn.Module) -> tuple[list[str], list[str]]:
     """The file's inputs and outputs: a recurrent policy's take and return its state as well, a masked
     one's take the mask."""
+    mask = [MASK_INPUT] if getattr(module, "masked", False) else []
     if getattr(module, "state_size", 0):
-        return [INPUT, STATE], [OUTPUT, STATE_OUT]
-    if getattr(module, "masked", False):
-        return [INPUT, MASK_INPUT], [OUTPUT]
-    return [INPUT], [OUTPUT]
+        return [INPUT, *mask, STATE], [OUTPUT, STATE_OUT]
+    return [INPUT, *mask], [OUTPUT]
 
 
 def _export_onnx(module: nn.Module, example: torch.Tensor | tuple[torch.Tensor, ...], path: Path) -> RunFile:

@@ -140,3 +140,38 @@ def test_predict_carries_a_recurrent_state():
     assert actions.shape == (3,) and state.shape == (3, agent.policy().state_size)
     _, again = agent.predict(obs, state=state)
     assert not torch.equal(again, state)  # the memory moved on
+
+
+@pytest.mark.parametrize("exporter", [_export_onnx, _export_torchscript])
+def test_a_recurrent_policy_with_dict_keys_and_a_mask_exports_with_both_and_its_state(tmp_path, exporter):
+    """The file takes (obs of the actor's keys, action_mask, state) and returns (action, state_out); the
+    check runs over whole episodes with the mask, and a masked action is never the file's choice."""
+    pytest.importorskip("onnxruntime")
+    from rlcli.envs.layout import ObsLayout
+    from rlcli.export import ActorInputs, _names
+
+    layout = ObsLayout((("observation", 3), ("state", 2), ("action_mask", 3)), "action_mask")
+    torch.manual_seed(0)
+    agent = PPO(PPOConfig(network=NetworkConfig(hidden=(16,), recurrent="lstm", recurrent_size=8)),
+                gym.spaces.Box(-np.inf, np.inf, (8,)), gym.spaces.Discrete(3), 1, torch.device("cpu"),
+                obs_layout=layout)
+    with torch.no_grad():
+        agent.net.actor_head.weight.mul_(50.0)
+    module = ActorInputs(policy_module(agent))
+    assert _names(module) == (["obs", "action_mask", "state"], ["action", "state_out"])
+    examples = (torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), torch.zeros(2, module.state_size))
+    run_inputs = exporter(module, examples, tmp_path / "policy")
+    rng = np.random.default_rng(1)
+    episodes = _episodes()
+    masks = rng.random((30, 3, 3)) < 0.6
+    masks[..., 0] = True  # one allowed action at least
+    flat = np.concatenate([episodes.obs, rng.normal(size=(30, 3, 2)), masks], axis=-1).astype(np.float32)
+    flat_episodes = Episodes(flat, episodes.starts)
+    run_file = lambda rows, state: run_inputs(*module.split(rows), state)  # noqa: E731
+    assert compare_episodes(policy_module(agent), run_file, flat_episodes)[0] <= TOLERANCE
+    state = np.zeros((3, module.state_size), dtype=np.float32)
+    for rows in flat:
+        actions, state = run_file(rows, state)
+        assert rows[np.arange(3), 5 + actions].all()  # the chosen action's mask entry is set
+    forgetful = lambda rows, state: run_file(rows, np.zeros_like(state))  # noqa: E731
+    assert compare_episodes(policy_module(agent), forgetful, flat_episodes)[0] > 0.01
