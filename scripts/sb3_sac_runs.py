@@ -279,7 +279,7 @@ def side_by_side(dir_a: Path, dir_b: Path, out: Path) -> Path:
         lines += [f"### {env_id}", "", *_table(["env steps", f"A: {dir_a}", f"B: {dir_b}"],
                                                 curve_rows(rows_a, rows_b, env_id)), ""]
         labelled = [r.model_copy(update={"algo": f"{label} {r.algo}"})
-                    for label, rows in (("A", rows_a), ("B", rows_b)) for r in rows]
+                    for label, rows in ((f"A {dir_a.name}:", rows_a), (f"B {dir_b.name}:", rows_b)) for r in rows]
         figure = out / "figures" / f"side_by_side_{env_id}.png"
         figure.parent.mkdir(parents=True, exist_ok=True)
         if plot_curves(labelled, env_id, figure):
