@@ -1,0 +1,332 @@
+"""Stable-Baselines3's SAC trained with rlcli's SAC settings for an env, written as an rlcli benchmark
+directory, so that ``rlcli benchmark report`` and ``rlcli benchmark compare`` read it like rlcli's own.
+
+    python scripts/sb3_sac_runs.py Hopper-v5 --seeds 0 1 2 --steps 300000 --eval-every 25000 \\
+        --out benchmarks/sb3-sac-hopper-300k
+    rlcli benchmark compare benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
+    python scripts/sb3_sac_runs.py --side-by-side benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
+
+Settings: ``rlcli.algos.resolve("sac", ENV, ...)`` (hyperparams/sac.yml, then ``-p`` overrides), translated
+by ``sb3_sac_kwargs``, which refuses anything SB3 cannot express; so the two sides cannot drift apart.
+What neither side's settings name differs by construction (rlcli's log-std range and exact squash
+correction, SB3's clamp and 1e-6; see tests/algos/test_sac_vs_sb3.py).
+
+Training: SB3's own loop on its ``make_vec_env`` (gymnasium, DummyVecEnv, env i seeded ``seed + i``), one
+torch thread (``--threads``). Evaluation: rlcli's own code and env, the one ``rlcli train`` evaluates on
+(``rlcli.evaluation.evaluate`` on ``min(PERIODIC_EVAL_ENVS, episodes)`` envs of the run's backend,
+envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh of the mean), every
+``--eval-every`` env steps after that step's gradient step, and at the end.
+
+Files: ``OUT/sb3_runs/ENV__sac__sSEED.json`` per finished seed (its row, every evaluation's returns, both
+sides' settings), then ``OUT/results.json`` and ``results.csv`` from all of them. A finished seed with the
+same settings is skipped when the command is run again; one with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlcli import checkpoint
+from rlcli.algos import resolve
+from rlcli.algos.sac import SACConfig
+from rlcli.benchmark.report import _table, compare, mean_curve, plot_curves
+from rlcli.benchmark.results import RunResult, load_results, write_results
+from rlcli.config import RunConfig, parse_overrides
+from rlcli.envs.registry import gymnasium_name, resolve_backend
+from rlcli.errors import UsageError
+from rlcli.evaluation import EvalResult, evaluate
+
+RUNS = "sb3_runs"
+EVAL_SEED_OFFSET = 1_000_003  # rlcli.train.set_up seeds its periodic evaluation env with cfg.seed + this
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def run_config(env_id: str, seed: int, steps: int | None, eval_every: int, eval_episodes: int, backend: str,
+               params: list[str], threads: int) -> RunConfig:
+    """The RunConfig ``rlcli train ENV --algo sac`` would run with these options."""
+    overrides = parse_overrides(params)
+    if steps is not None:
+        overrides["steps"] = steps
+    return resolve("sac", env_id, backend=backend, overrides=overrides, eval_every=eval_every,
+                   eval_episodes=eval_episodes, seed=seed, device="cpu", torch_threads=threads, env_threads=1)
+
+
+def gradient_schedule(cfg: SACConfig) -> tuple[int, int]:
+    """SB3's (train_freq in vector steps, gradient_steps) for rlcli's ``utd_ratio`` gradient steps per
+    transition."""
+    per_vector_step = cfg.utd_ratio * cfg.n_envs
+    if per_vector_step >= 1 and per_vector_step == int(per_vector_step):
+        return 1, int(per_vector_step)
+    if cfg.n_envs == 1 and (1 / cfg.utd_ratio) == int(1 / cfg.utd_ratio):
+        return int(1 / cfg.utd_ratio), 1
+    raise UsageError(f"utd_ratio={cfg.utd_ratio} with n_envs={cfg.n_envs} is no whole number of SB3 gradient "
+                     "steps per vector step (nor one every whole number of steps); choose e.g. utd_ratio=1")
+
+
+def sb3_sac_kwargs(cfg: SACConfig) -> dict[str, Any]:
+    """Keyword arguments of ``stable_baselines3.SAC`` equal to rlcli's ``cfg``; a UsageError naming the
+    setting for what SB3 cannot express. ``log_every`` and ``compile`` change no arithmetic and are left."""
+    if not cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr:
+        raise UsageError(f"SB3's SAC has one learning rate; this entry has actor_lr={cfg.actor_lr}, critic_lr="
+                         f"{cfg.critic_lr}, alpha_lr={cfg.alpha_lr}: override them to one value with -p")
+    refused = {
+        "policy_delay": (cfg.policy_delay != 1, "SB3's SAC updates the actor at every gradient step: use 1"),
+        # SB3 tests ``gradient_step % target_update_interval`` with the index inside one train() call,
+        # which is always 0 when it makes one gradient step per env step
+        "target_update_every": (cfg.target_update_every != 1, "SB3 counts it within each train() call: use 1"),
+        "normalize_obs": (cfg.normalize_obs, "SB3 would need VecNormalize, whose statistics differ: use false"),
+        "precision": (cfg.precision != "fp32", "SB3 trains in float32: use fp32"),
+    }
+    for name, (bad, why) in refused.items():
+        if bad:
+            raise UsageError(f"{name}={getattr(cfg, name)} cannot be run on SB3 ({why})")
+    train_freq, gradient_steps = gradient_schedule(cfg)
+    return dict(
+        learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
+        batch_size=cfg.batch_size, tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=train_freq,
+        gradient_steps=gradient_steps, target_update_interval=cfg.target_update_every,
+        ent_coef=f"auto_{cfg.alpha}" if cfg.autotune_alpha else cfg.alpha,
+        target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy,
+        policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
+                           activation_fn=ACTIVATIONS[cfg.activation]))
+
+
+def described(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as JSON values (the activation by name)."""
+    policy = dict(kwargs["policy_kwargs"], activation_fn=kwargs["policy_kwargs"]["activation_fn"].__name__)
+    return dict(kwargs, policy_kwargs=policy)
+
+
+class SB3Policy(nn.Module):
+    """Raw observations -> env actions through SB3's ``predict`` (tanh of the mean, scaled to the bounds,
+    when deterministic), for rlcli's ``evaluate``."""
+
+    def __init__(self, model: Any, deterministic: bool) -> None:
+        super().__init__()
+        self.model, self.deterministic = model, deterministic
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        actions, _ = self.model.predict(obs.cpu().numpy(), deterministic=self.deterministic)
+        return torch.as_tensor(actions)
+
+
+class SB3Agent:
+    """What ``rlcli.evaluation.evaluate`` reads of an agent: its device and its policy."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def policy(self, deterministic: bool = True) -> nn.Module:
+        return SB3Policy(self.model, deterministic)
+
+
+def evaluation_env(cfg: RunConfig) -> Any:
+    """The env ``rlcli train`` evaluates this run on: its backend, its number of envs, its seed."""
+    from rlcli.agents import make_env
+    from rlcli.train import PERIODIC_EVAL_ENVS
+
+    return make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + EVAL_SEED_OFFSET)
+
+
+def make_evaluator(cfg: RunConfig, model: Any, log: Any) -> Any:
+    """An SB3 callback evaluating at every multiple of ``cfg.eval.every`` env steps, after that step's
+    gradient steps (at the start of the next rollout), as rlcli evaluates after its iteration's updates;
+    ``evaluations`` holds (step, EvalResult, seconds)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Evaluator(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.env, self.agent = evaluation_env(cfg), SB3Agent(model)
+            self.evaluations: list[tuple[int, EvalResult, float]] = []
+            self.last = 0
+
+        def evaluate_now(self) -> None:
+            started = time.perf_counter()
+            result = evaluate(self.agent, self.env, cfg.eval.episodes, cfg.eval.deterministic)
+            step = self.model.num_timesteps
+            self.evaluations.append((step, result, time.perf_counter() - started))
+            self.last = step
+            log(f"seed {cfg.seed}: step {step:,} eval {result.mean:.1f} ± {result.std:.1f}")
+
+        def _on_rollout_start(self) -> None:
+            every = cfg.eval.every
+            if every and self.model.num_timesteps // every > self.last // every:
+                self.evaluate_now()
+
+        def _on_step(self) -> bool:
+            return True
+
+    return Evaluator()
+
+
+def train_seed(cfg: RunConfig, log: Any) -> dict[str, Any]:
+    """One SB3 run to ``cfg.algo.steps`` env steps; returns the seed's record (row, evaluations, settings)."""
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    algo: SACConfig = cfg.algo  # type: ignore[assignment]
+    kwargs = sb3_sac_kwargs(algo)
+    torch.set_num_threads(cfg.torch_threads or 1)
+    env = make_vec_env(gymnasium_name(cfg.env.id), n_envs=algo.n_envs, seed=cfg.seed,
+                       env_kwargs=dict(cfg.env.kwargs) or None)
+    # a copy: SAC adds its own keys to the policy_kwargs it is given
+    model = SAC("MlpPolicy", env, seed=cfg.seed, device="cpu", **copy.deepcopy(kwargs))
+    evaluator = make_evaluator(cfg, model, log)
+    started = time.perf_counter()
+    model.learn(total_timesteps=algo.steps, callback=evaluator)
+    if evaluator.last != model.num_timesteps:
+        evaluator.evaluate_now()
+    wall = time.perf_counter() - started
+    evaluator.env.close()
+    env.close()
+    return record_of(cfg, model.num_timesteps, wall, evaluator.evaluations, kwargs)
+
+
+def record_of(cfg: RunConfig, steps: int, wall: float, evaluations: list[tuple[int, EvalResult, float]],
+              kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A finished seed's row in rlcli's results format, its evaluations and both sides' settings. The
+    wall time counts training and evaluations, as rlcli's does."""
+    final = evaluations[-1][1]
+    row = RunResult(algo="sac", env_id=cfg.env.id, seed=cfg.seed, budget=cfg.algo.steps, status="finished",
+                    steps=steps, final_return=final.mean, final_std=final.std,
+                    best_return=max(r.mean for _, r, _ in evaluations), wall_time_s=wall, sps=steps / wall,
+                    backend=f"SB3 gymnasium (eval: rlcli {resolve_backend(cfg.env.id, cfg.env.backend)})",
+                    versions=versions(), git_commit=checkpoint.git_commit(),
+                    curve=tuple((step, r.mean) for step, r, _ in evaluations))
+    return {"row": row.model_dump(mode="json"), "settings": settings(cfg, kwargs),
+            "evaluations": [{"step": step, "seconds": seconds, **r.as_dict()} for step, r, seconds in evaluations]}
+
+
+def settings(cfg: RunConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What makes two records of a seed comparable: the rlcli settings and SB3's arguments from them."""
+    return {"rlcli": cfg.model_dump(mode="json"), "sb3": described(kwargs)}
+
+
+def versions() -> dict[str, str]:
+    out = dict(checkpoint.environment_versions())
+    out["stable_baselines3"] = metadata.version("stable_baselines3")
+    out["python"] = platform.python_version()
+    return out
+
+
+def record_path(out: Path, cfg: RunConfig) -> Path:
+    return out / RUNS / f"{cfg.env.id}__sac__s{cfg.seed}.json"
+
+
+def finished_record(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The saved record of this seed when it ran with these settings; None when there is none; a
+    UsageError when one ran with others."""
+    path = record_path(out, cfg)
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    if saved["settings"] != settings(cfg, sb3_sac_kwargs(cfg.algo)):  # type: ignore[arg-type]
+        raise UsageError(f"{path} ran with other settings; use another --out or delete it")
+    return saved
+
+
+def write_table(out: Path) -> list[RunResult]:
+    """``results.json`` and ``results.csv`` from every finished seed under ``out``."""
+    rows = [RunResult.model_validate(json.loads(p.read_text())["row"]) for p in sorted((out / RUNS).glob("*.json"))]
+    rows.sort(key=lambda r: (r.env_id, r.seed))
+    write_results(out, rows)
+    return rows
+
+
+def run(configs: list[RunConfig], out: Path, log: Any) -> list[RunResult]:
+    """Trains each seed not yet finished with these settings; returns the table of all finished seeds."""
+    (out / RUNS).mkdir(parents=True, exist_ok=True)
+    for cfg in configs:
+        if finished_record(out, cfg) is not None:
+            log(f"seed {cfg.seed}: finished before, skipped")
+            continue
+        record = train_seed(cfg, log)
+        checkpoint.write_json(record_path(out, cfg), record)
+        write_table(out)
+    return write_table(out)
+
+
+def curve_rows(rows_a: list[RunResult], rows_b: list[RunResult], env_id: str) -> list[list[str]]:
+    """Mean ± std across seeds at each evaluation step of either side."""
+    table: dict[int, list[str]] = {}
+    for i, rows in enumerate((rows_a, rows_b)):
+        steps, mean, std = mean_curve([r.curve for r in rows if r.env_id == env_id])
+        for step, m, s in zip(steps, mean, std, strict=True):
+            table.setdefault(int(step), ["", ""])[i] = f"{m:,.1f} ± {s:,.1f}"
+    return [[f"{step:,}", *cells] for step, cells in sorted(table.items())]
+
+
+def side_by_side(dir_a: Path, dir_b: Path, out: Path) -> Path:
+    """``out/side_by_side.md``: rlcli's compare of A with B, then per env both mean curves as a table and,
+    with matplotlib, a figure (``out/figures/``)."""
+    rows_a, rows_b = load_results(dir_a), load_results(dir_b)
+    lines = [compare(rows_a, rows_b, str(dir_a), str(dir_b)), "", "## Curves", ""]
+    for env_id in sorted({r.env_id for r in rows_a} & {r.env_id for r in rows_b}):
+        lines += [f"### {env_id}", "", *_table(["env steps", f"A: {dir_a}", f"B: {dir_b}"],
+                                                curve_rows(rows_a, rows_b, env_id)), ""]
+        labelled = [r.model_copy(update={"algo": f"{label} {r.algo}"})
+                    for label, rows in ((f"A {dir_a.name}:", rows_a), (f"B {dir_b.name}:", rows_b)) for r in rows]
+        figure = out / "figures" / f"side_by_side_{env_id}.png"
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        if plot_curves(labelled, env_id, figure):
+            lines += [f"![{env_id}](figures/{figure.name})", ""]
+    path = out / "side_by_side.md"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    return path
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("env", nargs="?", help="env id with an rlcli SAC entry, e.g. Hopper-v5")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--steps", type=int, help="env steps per run [default: the entry's budget]")
+    parser.add_argument("--eval-every", type=int, default=25_000, help="env steps between evaluations")
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--backend", default="auto", help="backend of the evaluation env, as rlcli's --backend")
+    parser.add_argument("-p", "--param", action="append", default=[], help="rlcli override key=value")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--out", type=Path, help="benchmark directory to write")
+    parser.add_argument("--side-by-side", nargs=2, type=Path, metavar=("RLCLI_DIR", "SB3_DIR"),
+                        help="write side_by_side.md (compare and both curves) into --out [default: SB3_DIR]")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.side_by_side:
+            a, b = args.side_by_side
+            print(f"wrote {side_by_side(a, b, args.out or b)}")
+            return 0
+        if args.env is None or args.out is None:
+            raise UsageError("name an env and --out DIR (or --side-by-side RLCLI_DIR SB3_DIR)")
+        configs = [run_config(args.env, seed, args.steps, args.eval_every, args.eval_episodes, args.backend,
+                              args.param, args.threads) for seed in args.seeds]
+        for cfg in configs:
+            sb3_sac_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
+        rows = run(configs, args.out, lambda text: print(text, flush=True))
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} runs in {args.out}: " + ", ".join(f"{r.env_id} s{r.seed} {r.final_return:.1f}" for r in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""scripts/sb3_sac_runs.py on a tiny budget: SB3's SAC with rlcli's Pendulum-v1 settings, written in rlcli's
+results format, which ``load_results``, ``benchmark report`` and ``benchmark compare`` read beside an rlcli
+run; a second call skips the finished seed, one with other settings is refused."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlcli.benchmark.results import load_results
+from rlcli.cli import app
+
+pytest.importorskip("stable_baselines3")
+
+REPO = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "2", "-p", "learning_starts=100",
+        "-p", "batch_size=32"]
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("sb3_sac_runs", REPO / "scripts/sb3_sac_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sb3_runs_are_an_rlcli_benchmark_directory(tmp_path, capsys):
+    sb3_runs, sb3 = script(), tmp_path / "sb3"
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
+    (row,) = load_results(sb3)
+    assert (row.algo, row.env_id, row.seed, row.budget, row.status, row.steps) == ("sac", "Pendulum-v1", 0, 400,
+                                                                                   "finished", 400)
+    assert [step for step, _ in row.curve] == [200, 400] and row.final_return == row.curve[-1][1] < 0
+    assert row.versions["stable_baselines3"] and row.backend.startswith("SB3")
+    record = json.loads(next((sb3 / "sb3_runs").iterdir()).read_text())
+    assert record["settings"]["sb3"]["learning_rate"] == 1e-3  # rlcli's Pendulum-v1 entry
+    assert [len(e["returns"]) for e in record["evaluations"]] == [2, 2]
+
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
+    assert "seed 0: finished before, skipped" in capsys.readouterr().out
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "-p", "gamma=0.9", "--out", str(sb3)]) == 2
+    assert "ran with other settings" in capsys.readouterr().err
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "-p", "policy_delay=2", "--out", str(sb3)]) == 2
+    assert "policy_delay=2 cannot be run on SB3" in capsys.readouterr().err
+
+    rlcli = tmp_path / "rlcli"
+    result = runner.invoke(app, ["train", "Pendulum-v1", "--algo", "sac", "--seed", "0", "--threads", "1",
+                                 "--run-dir", str(rlcli / "runs" / "Pendulum-v1__sac__s0"), *TINY[:6],
+                                 "-p", "learning_starts=100", "-p", "batch_size=32", "-p", "log_every=100"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["benchmark", "compare", str(rlcli), str(sb3)])
+    assert result.exit_code == 0, result.output
+    assert "| Pendulum-v1 | 400 |" in result.output and "P(A > B) over 1 envs" in result.output
+    assert runner.invoke(app, ["benchmark", "report", str(sb3)]).exit_code == 0
+    assert (sb3 / "report.md").is_file()
+
+    assert sb3_runs.main(["--side-by-side", str(rlcli), str(sb3), "--out", str(tmp_path / "both")]) == 0
+    text = (tmp_path / "both" / "side_by_side.md").read_text()
+    assert "## Curves" in text and "| 200 |" in text and "| 400 |" in text
