@@ -6,10 +6,11 @@ from pathlib import Path
 
 import torch
 
-from rlcli.algos import spec_for
+from rlcli.algos import REGISTRY, spec_for
 from rlcli.algos.base import Agent, Learner
 from rlcli.config import RunConfig
-from rlcli.envs import VecEnv, import_env_module, make_vec_env
+from rlcli.distributed.world import SINGLE, World
+from rlcli.envs import VecEnv, env_group, import_env_module, make_vec_env
 from rlcli.errors import CheckpointError, UsageError
 from rlcli.rundir import RunDir
 from rlcli.threads import ThreadPlan, available_cores
@@ -25,18 +26,27 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def thread_plan(cfg: RunConfig) -> ThreadPlan:
+def thread_plan(cfg: RunConfig, sharing: int = 1) -> ThreadPlan:
     """Torch threads for acting and updating: ``torch_threads`` for both where set, else the algorithm's
-    own plan over the cores this process may use (at most 16)."""
+    own plan over the cores this process may use (at most 16), shared evenly by ``sharing`` processes
+    (a distributed run's on this machine)."""
     if cfg.torch_threads is not None:
         return ThreadPlan(cfg.torch_threads, cfg.torch_threads)
-    return spec_for(cfg.algo.algo).thread_plan(cfg, min(available_cores(), 16))
+    return spec_for(cfg.algo.algo).thread_plan(cfg, cores_each(sharing))
 
 
-def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None) -> VecEnv:
+def cores_each(sharing: int = 1) -> int:
+    """The cores (at most 16) each of ``sharing`` processes on this machine may use, at least one."""
+    return max(min(available_cores(), 16) // sharing, 1)
+
+
+def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None,
+             threads: int | None = None) -> VecEnv:
+    """``num_envs`` envs of the run, env i seeded ``seed + i``; ``threads`` caps envpool's workers where the
+    run's ``env_threads`` does not."""
     import_env_module(cfg.env.env_module)
     return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.env.kwargs),
-                        render_mode=render_mode, threads=cfg.env_threads, multiagent=cfg.env.multiagent)
+                        render_mode=render_mode, threads=cfg.env_threads or threads, multiagent=cfg.env.multiagent)
 
 
 def check_env_fits(cfg: RunConfig) -> None:
@@ -59,14 +69,28 @@ def check_spaces(algo: str, env: VecEnv) -> None:
     spec.check_spaces(env.single_observation_space, env.single_action_space)
 
 
-def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device) -> Agent:
-    """The configured agent for ``env``'s spaces; a UsageError where the algorithm cannot act in them."""
+def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device, world: World = SINGLE) -> Agent:
+    """The configured agent for ``env``'s spaces, learning with ``world``'s processes; a UsageError where the
+    algorithm cannot act in them."""
     spec = spec_for(cfg.algo.algo)
     check_spaces(cfg.algo.algo, env)
     layout = getattr(env, "obs_layout", None)
-    extra = {} if layout is None else {"obs_layout": layout}  # a Box env's agent is built as it always was
+    extra: dict[str, object] = {} if layout is None else {"obs_layout": layout}  # a Box env's agent as it always was
+    if world.size > 1:
+        check_distributed(cfg)
+        extra["world"] = world
     return spec.agent(cfg.algo, env.single_observation_space, env.single_action_space, env.num_envs, device,
                       **extra)
+
+
+def check_distributed(cfg: RunConfig) -> None:
+    """Raises a UsageError where the run cannot train across several processes."""
+    if not spec_for(cfg.algo.algo).distributed:
+        names = ", ".join(name for name, spec in REGISTRY.items() if spec.distributed)
+        raise UsageError(f"{cfg.algo.algo} trains in one process; drop --nproc (several processes train {names})")
+    if env_group(cfg.env.id) == "games":
+        raise UsageError(f"{cfg.env.id} is a turn-based game, whose self-play opponents live in one process; "
+                         "drop --nproc")
 
 
 def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: ThreadPlan) -> Learner:

@@ -47,3 +47,36 @@ def held(notice: Callable[[], None] | None = None) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
             if pending:
                 signal.raise_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def noted(notice: Callable[[], None] | None = None) -> Iterator[Callable[[], bool]]:
+    """A first SIGINT noted, not raised, for the duration: the function yielded tells whether one came (one a
+    ``held`` block inside held comes through here at its end). A later one raises KeyboardInterrupt at once.
+    For a process of several training one run, which must stop where the others do: they agree first.
+    ``notice`` is called at the first. A no-op off the main thread or with SIGINT ignored."""
+    seen = False
+
+    def note(signum: int, frame: Any) -> None:
+        nonlocal seen
+        if seen:
+            raise KeyboardInterrupt
+        seen = True
+        if notice is not None:
+            notice()
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield lambda: seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def not_noted() -> Iterator[Callable[[], bool]]:
+    """``noted``'s stand-in where SIGINT raises as usual: nothing is ever noted."""
+    yield lambda: False

@@ -2,14 +2,30 @@
 
 State lives in module buffers, so it is saved in ``model.safetensors`` with the weights and restored
 with them; evaluation uses the statistics frozen.
+
+Several processes training one run (``rlcli.distributed``) each see their own envs' data; their statistics
+are pooled once per rollout (``pool_statistics``), so that every process holds what one process having
+seen all of it would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
+
+Moments = tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]  # mean, variance (biased), count
+
+
+def merge_moments(mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor | float,
+                  b_mean: torch.Tensor, b_var: torch.Tensor, b_count: torch.Tensor | float) -> Moments:
+    """The mean, biased variance and count of two sets of samples from each one's (Chan et al.'s parallel
+    update): exact, so merging in any order gives the moments of all the samples, up to rounding."""
+    delta = b_mean - mean
+    total = count + b_count
+    m2 = var * count + b_var * b_count + delta.square() * count * b_count / total
+    return mean + delta * b_count / total, m2 / total, total
 
 
 class RunningMeanStd(nn.Module):
@@ -20,6 +36,9 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+        # with several processes: the statistics all of them agreed on last, and what this one saw since
+        self._agreed: Moments | None = None
+        self._seen: Moments | None = None
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
@@ -27,12 +46,54 @@ class RunningMeanStd(nn.Module):
             return  # e.g. every row was a reset row: nothing new was seen
         batch = batch.double()
         b_mean, b_var, b_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
-        delta = b_mean - self.mean
-        total = self.count + b_count
-        m2 = self.var * self.count + b_var * b_count + delta.square() * self.count * b_count / total
-        self.mean.add_(delta * b_count / total)
-        self.var.copy_(m2 / total)
+        mean, var, total = merge_moments(self.mean, self.var, self.count, b_mean, b_var, b_count)
+        self.mean.copy_(mean)
+        self.var.copy_(var)
         self.count.copy_(total)
+        if self._seen is not None:
+            self._seen = merge_moments(*self._seen, b_mean, b_var, b_count)
+
+    def share(self) -> None:
+        """From now on also keeps apart what this process sees, for ``pool_statistics``; statistics loaded
+        into the module (a checkpoint, another process's) are taken as agreed."""
+        if self._seen is None:
+            self.register_load_state_dict_post_hook(lambda module, keys: module._agree())
+        self._agree()
+
+    def _agree(self) -> None:
+        self._agreed = (self.mean.clone(), self.var.clone(), self.count.clone())
+        self._seen = (torch.zeros_like(self.mean), torch.zeros_like(self.var), torch.zeros_like(self.count))
+
+    def seen(self) -> torch.Tensor:
+        """What this process saw since the statistics were last agreed: mean, variance and count, flat."""
+        assert self._seen is not None, "share() first"
+        return torch.cat([t.reshape(-1) for t in self._seen])
+
+    @torch.no_grad()
+    def absorb(self, seen: Sequence[torch.Tensor]) -> None:
+        """The agreed statistics merged with what each process saw (``seen()`` of each, in rank order)."""
+        assert self._agreed is not None, "share() first"
+        moments = self._agreed
+        for flat in seen:
+            mean, var, count = flat.split([self.mean.numel(), self.var.numel(), 1])
+            moments = merge_moments(*moments, mean.view_as(self.mean), var.view_as(self.var), count.view(()))
+        self.mean.copy_(moments[0])
+        self.var.copy_(moments[1])
+        self.count.copy_(moments[2])
+        self._agree()
+
+
+def pool_statistics(stats: Sequence[RunningMeanStd],
+                    all_gather: Callable[[torch.Tensor], list[torch.Tensor]]) -> None:
+    """Every process's statistics set to what one process having seen all their data would hold, with one
+    gather of what each saw since they last agreed; ``all_gather`` returns one tensor per process, in rank
+    order (every process then merges the same numbers in the same order, and agrees to the bit)."""
+    if not stats:
+        return
+    sizes = [s.mean.numel() * 2 + 1 for s in stats]
+    gathered = [flat.split(sizes) for flat in all_gather(torch.cat([s.seen() for s in stats]))]
+    for i, s in enumerate(stats):
+        s.absorb([parts[i] for parts in gathered])
 
 
 class ObsNormalizer(nn.Module):

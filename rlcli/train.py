@@ -7,6 +7,12 @@ A first Ctrl-C lets the training iteration it lands in (rollout and update) fini
 then saves continues exactly on resume (``rlcli.resume``); a second one stops at once, with the weights as
 they are and fresh episodes on resume, as does a Ctrl-C that lands in an evaluation, which is dropped and
 done again on resume.
+
+Several processes (``rlcli.distributed``) train one run in step: each steps its own envs and learns from its
+rollout with the others (see rlcli.algos.ppo); the lead (rank 0) alone logs, evaluates and writes the run
+directory, gathering what the others must save. A Ctrl-C there is noted rather than raised, the processes
+agree after each iteration whether any was interrupted, and all stop together with one checkpoint; it
+continues exactly, each process from its own part, when resumed with as many processes.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ import numpy as np
 import torch
 
 from rlcli import interrupts, resume
-from rlcli.agents import build_agent, build_learner, load_model, make_env, resolve_device, thread_plan
+from rlcli.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
 from rlcli.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
+from rlcli.distributed.world import SINGLE, World, envs_per_process
 from rlcli.envs import VecEnv
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.evaluation import evaluate_run
@@ -43,6 +50,7 @@ from rlcli.threads import ThreadPlan
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as
 # the longest episode rather than two of them
 PERIODIC_EVAL_ENVS = 16
+RANK_SEED_STRIDE = 104_729  # a process's generators are seeded this far apart from the previous rank's
 OPTIONAL_COLUMNS = ("charts/episode_return", "charts/episode_length", "eval/mean_return", "eval/std_return")
 
 
@@ -71,11 +79,16 @@ Callback = Callable[[TrainState], bool]  # returns True to stop training
 
 class TrainingInterrupted(Exception):
     """Ctrl-C during training; a checkpoint was saved in ``run_dir``, which resumes exactly unless
-    ``inexact`` says why not."""
+    ``inexact`` says why not. ``saved`` False: a process of several stopped at once, alone, and the run's
+    last checkpoint (``state.last_saved``) stays as it was."""
 
-    def __init__(self, state: TrainState, inexact: str | None = None) -> None:
+    def __init__(self, state: TrainState, inexact: str | None = None, saved: bool = True) -> None:
         super().__init__(f"interrupted at step {state.step}")
-        self.state, self.inexact = state, inexact
+        self.state, self.inexact, self.saved = state, inexact, saved
+
+
+class _AllInterrupted(Exception):
+    """The processes of a run agreed, between two iterations, that one of them was interrupted."""
 
 
 class TrainingDiverged(Exception):
@@ -116,7 +129,7 @@ class Session:
     cfg: RunConfig
     run: RunDir
     env: VecEnv
-    eval_env: VecEnv
+    eval_env: VecEnv | None  # the lead's alone
     agent: Agent
     learner: Learner
     sinks: list[MetricSink]
@@ -132,26 +145,37 @@ class Session:
     mid_iteration: bool = False  # in a training iteration, where a checkpoint cannot continue exactly
     resumes: list[dict[str, Any]] = field(default_factory=list)  # each resume of the run: its step, whether exact
     on_hold: Callable[[], None] | None = None  # told when a first Ctrl-C waits for the iteration to finish
+    world: World = SINGLE  # the processes training this run together
+    interrupted: Callable[[], bool] = lambda: False  # whether a Ctrl-C reached this process (of several)
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
-          wandb_project: str | None = None, resume: bool = False, save_buffer: bool = False) -> TrainState:
-    """Trains until ``cfg.algo.steps`` env steps; returns the final state (with its evaluation).
-    ``save_buffer`` also checkpoints an off-policy replay buffer; a resume restores it when the run
-    was saved with it. Raises TrainingInterrupted on Ctrl-C (a checkpoint saved) and TrainingDiverged
-    when the numbers stop being finite."""
-    return run(set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer))
+          wandb_project: str | None = None, resume: bool = False, save_buffer: bool = False,
+          world: World = SINGLE) -> TrainState:
+    """Trains until ``cfg.algo.steps`` env steps (over all of ``world``'s processes); returns the final state
+    (with its evaluation). ``save_buffer`` also checkpoints an off-policy replay buffer; a resume restores it
+    when the run was saved with it. Raises TrainingInterrupted on Ctrl-C (a checkpoint saved) and
+    TrainingDiverged when the numbers stop being finite."""
+    return run(set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer, world=world))
 
 
 def run(session: Session) -> TrainState:
     """Iterates, evaluates and checkpoints a set-up session to its end; closes it whatever happens."""
+    # several processes note a Ctrl-C and stop where they agree to (``agree``); one raises it where it lands
+    ctrl_c = interrupts.noted(session.on_hold) if session.world.size > 1 else interrupts.not_noted()
     try:
-        with flush_denormal():
+        with flush_denormal(), ctrl_c as interrupted:
+            session.interrupted = interrupted
             try:
                 iterate(session)
                 finish(session)
+            except _AllInterrupted:
+                session.state.wall_time = time.perf_counter() - session.started
+                raise TrainingInterrupted(session.state, checkpoint(session)) from None
             except KeyboardInterrupt:
                 session.state.wall_time = time.perf_counter() - session.started
+                if session.world.size > 1:  # a second Ctrl-C, this process's alone: no other joins a save
+                    raise TrainingInterrupted(session.state, "stopped at once", saved=False) from None
                 inexact = checkpoint(session, live=not session.mid_iteration)
                 raise TrainingInterrupted(session.state, inexact) from None
         return session.state
@@ -160,23 +184,24 @@ def run(session: Session) -> TrainState:
 
 
 def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_project: str | None,
-           resume: bool, save_buffer: bool, on_hold: Callable[[], None] | None = None) -> Session:
-    """Seeds, envs, agent (with a resumed run's weights, optimiser and schedule), learner and sinks.
-    The order is part of the seeding: it fixes which random numbers each draws. ``on_hold`` is called when
-    a first Ctrl-C waits for the iteration it landed in to finish."""
-    run = RunDir.open(run_dir) if resume else RunDir(run_dir, cfg)
-    run.cfg = cfg
-    meta = run.meta
-    start = run.steps
+           resume: bool, save_buffer: bool, on_hold: Callable[[], None] | None = None,
+           world: World = SINGLE) -> Session:
+    """Seeds, envs, agent (with a resumed run's weights, optimiser and schedule), learner and sinks, this
+    process's of ``world``'s. The order is part of the seeding: it fixes which random numbers each draws.
+    ``on_hold`` is called when a first Ctrl-C waits for the iteration it landed in to finish."""
+    run = open_run(cfg, run_dir, resume, world)
+    cfg, meta, start = run.cfg, run.meta, run.steps
     save_buffer = save_buffer or bool(meta.get("save_buffer", False))
-    seed_everything(cfg.seed + start)
-    plan = thread_plan(cfg)
+    seed_everything(cfg.seed + start + RANK_SEED_STRIDE * world.rank)
+    plan = thread_plan(cfg, world.local_size)
     torch.set_num_threads(plan.acting)
-    env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start)
-    eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
+    # rank r's envs are those a single process of every rank's envs would seed r * n_envs further on
+    env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start + world.rank * cfg.algo.n_envs,
+                   threads=cores_each(world.local_size) if world.size > 1 else None)
+    eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003) if world.lead else None
     sinks: list[MetricSink] = []
     try:
-        session = assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer)
+        session = assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer, world)
         session.on_hold = on_hold
         return session
     except BaseException:  # spaces the algorithm cannot act in, a broken checkpoint, a full disk, Ctrl-C
@@ -185,22 +210,44 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
                 sink.close()
         finally:
             env.close()
-            eval_env.close()
+            if eval_env is not None:
+                eval_env.close()
         raise
 
 
-def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink], plan: ThreadPlan,
-             callbacks: Sequence[Callback], wandb_project: str | None, resume: bool, save_buffer: bool) -> Session:
+def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDir:
+    """The run directory a session trains in: new, or resumed (its meta read by the lead and handed to the
+    others, whose machines may not see the directory), with ``cfg``, each process's envs fitted to the
+    number of processes where that changed (the run's global batch stays as saved)."""
+    if not resume:
+        return RunDir(run_dir, cfg)
+    run = RunDir.open(run_dir) if world.lead else None
+    meta = world.from_lead(None if run is None else run.meta)
+    run = run or RunDir(run_dir, cfg, meta)
+    saved = int(meta.get("world_size", 1))
+    if saved != world.size:
+        n_envs = envs_per_process(cfg.algo.n_envs, saved, world.size)
+        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"n_envs": n_envs})})
+    run.cfg = cfg
+    return run
+
+
+def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[MetricSink], plan: ThreadPlan,
+             callbacks: Sequence[Callback], wandb_project: str | None, resume: bool, save_buffer: bool,
+             world: World = SINGLE) -> Session:
     """The agent (with a resumed run's weights, optimiser and schedule), learner and sinks (added to ``sinks``
-    as they open) of a session, and a new run's step-0 checkpoint."""
+    as they open: the lead's alone) of a session, and a new run's step-0 checkpoint."""
     cfg, meta, start, run_dir = run.cfg, run.meta, run.steps, run.path
-    agent = build_agent(cfg, env, resolve_device(cfg.device))
-    if resume:
+    agent = build_agent(cfg, env, world.device(cfg.device), world)
+    if resume and world.lead:
         load_model(agent, run.model(resuming=True), run.path)
         optimizer = run.optimizer()
         if optimizer is not None:
             load_optimizer_tensors(agent.optimizers(), optimizer)
+    if resume:
         agent.load_extra_state(meta.get("agent", {}))
+    if world.size > 1:
+        share_agent(agent, world)
     state = TrainState(run_dir=run_dir, step=start, total_steps=cfg.algo.steps,
                        iteration=int(meta.get("iterations", 0)), best_eval=meta.get("best_eval"),
                        episodes=int(meta.get("episodes", 0)), last_saved=start)
@@ -210,6 +257,21 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink]
     replay = run.replay() if resume and save_buffer else None
     if replay is not None:
         learner.load_buffer_tensors(replay)
+    if world.lead:
+        open_sinks(run, sinks, env, wandb_project)
+    hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when and world.lead else []
+    session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
+                      float(meta.get("wall_time", 0.0)), pool, world=world)
+    if resume:
+        continue_from_checkpoint(session)
+    else:
+        checkpoint(session)  # step 0: a run that diverges or is cut short before its first save can resume
+    return session
+
+
+def open_sinks(run: RunDir, sinks: list[MetricSink], env: VecEnv, wandb_project: str | None) -> None:
+    """The run's metric writers (TensorBoard, CSV, W&B), added to ``sinks`` as each opens."""
+    cfg, run_dir, meta = run.cfg, run.path, run.meta
     run_dir.mkdir(parents=True, exist_ok=True)
     sinks.append(TensorBoardSink(run_dir / "tb"))
     sinks.append(CSVSink(run_dir / "metrics.csv", OPTIONAL_COLUMNS + spec_for(cfg.algo.algo).optional_metrics
@@ -219,40 +281,69 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv, sinks: list[MetricSink]
                           resume_id=meta.get("wandb_id"))
         meta["wandb_id"] = wandb.run_id
         sinks.append(wandb)
-    hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when else []
-    session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
-                      float(meta.get("wall_time", 0.0)), pool)
-    if resume:
-        continue_from_checkpoint(session)
-    else:
-        checkpoint(session)  # step 0: a run that diverges or is cut short before its first save can resume
-    return session
+
+
+def share_agent(agent: Agent, world: World) -> None:
+    """The lead's weights, normalisation statistics and optimiser state, on every process: all start alike."""
+    model = {k: v.cpu() for k, v in agent.state_dict().items()} if world.lead else None
+    optimizer = optimizer_tensors(agent.optimizers()) if world.lead else None
+    model, optimizer = world.from_lead((model, optimizer))
+    if not world.lead:
+        agent.load_state_dict(model)
+        load_optimizer_tensors(agent.optimizers(), optimizer)
 
 
 def continue_from_checkpoint(session: Session) -> None:
     """A resumed run's envs, learner, random generators and bookkeeping as its checkpoint left them, where it
-    saved them; else fresh episodes, as set up. Which it was joins the run's ``resumes``."""
-    run, state = session.run, session.state
-    why = run.meta.get("resume", {}).get("why", "the checkpoint was saved without the envs' state")
-    live = run.live_state()
-    if live is None and run.meta.get("resume", {}).get("exact"):
-        why = f"{RESUME} is missing"
+    saved them (each process its own part); else fresh episodes, as set up. Which it was joins the run's
+    ``resumes``."""
+    run, state, world = session.run, session.state, session.world
+    live, why = saved_live_state(run, world)
+    pending = None
     if live is not None:
         try:
             training = resume.restore(live, session.env, session.learner)
         except EnvStateUnreadable as e:
             why = str(e)
         else:
-            why = None
             session.recent.extend(training["recent"])
-            if training["pending"] is not None:
-                session.pending = Pending(**training["pending"])
-                if session.pending.checkpoint:
-                    session.last_eval_step = state.step  # evaluated there, or about to be (conclude)
-                    state.eval_return = session.pending.metrics.get("eval/mean_return")
-                    state.eval_std = session.pending.metrics.get("eval/std_return")
+            pending = training["pending"]
+    if world.size > 1:  # the lead's pending iteration, which every process concludes with it
+        reasons, pending = world.to_lead(why), world.from_lead(pending)
+        why = next((f"process {rank}: {reason}" if rank else reason for rank, reason in enumerate(reasons or [])
+                    if reason), None)
+    if pending is not None:
+        session.pending = Pending(**pending)
+        if session.pending.checkpoint:
+            session.last_eval_step = state.step  # evaluated there, or about to be (conclude)
+            state.eval_return = session.pending.metrics.get("eval/mean_return")
+            state.eval_std = session.pending.metrics.get("eval/std_return")
     session.resumes = [*run.meta.get("resumes", []), {"step": state.step, "exact": why is None,
                                                       **({"why": why} if why else {})}]
+
+
+def saved_live_state(run: RunDir, world: World) -> tuple[Snapshot | None, str | None]:
+    """(what continues this process's part of the run exactly, None) as its last checkpoint saved it, or
+    (None, why there is none): read by the lead, each process's part handed to it."""
+    parts, why = saved_parts(run, world.size) if world.lead else (None, None)
+    if world.size == 1:
+        return (parts[0] if parts else None), why
+    return world.from_lead_each([(part, why) for part in parts] if parts else [(None, why)] * world.size)
+
+
+def saved_parts(run: RunDir, size: int) -> tuple[list[Snapshot] | None, str | None]:
+    """(the live state of each of ``size`` processes in the run's last checkpoint, None), or (None, why not)."""
+    meta = run.meta
+    saved = int(meta.get("world_size", 1))
+    if saved != size:
+        return None, (f"the run was saved by {saved} process{'es' if saved > 1 else ''} and resumes with {size}, "
+                      f"each stepping {run.cfg.algo.n_envs} envs so that the global batch stays as it was")
+    live = run.live_state()
+    if live is None:
+        exact = meta.get("resume", {}).get("exact")
+        return None, f"{RESUME} is missing" if exact else meta.get("resume", {}).get(
+            "why", "the checkpoint was saved without the envs' state")
+    return ([live] if size == 1 else [live.part(f"rank{rank}") for rank in range(size)]), None
 
 
 def iterate(session: Session) -> None:
@@ -260,12 +351,23 @@ def iterate(session: Session) -> None:
     a resumed run first concludes the iteration its checkpoint was saved in."""
     cfg, state = session.cfg, session.state
     start = state.step
-    stop = conclude(session) if session.pending is not None else False
+    stop = agree(session, conclude(session)) if session.pending is not None else False
     while state.step < cfg.algo.steps and not stop:
-        # a first Ctrl-C lets the iteration finish, so that its checkpoint continues exactly
-        with interrupts.held(session.on_hold):
+        # a first Ctrl-C lets the iteration finish, so that its checkpoint continues exactly (several
+        # processes note it instead, and tell it on in ``agree``)
+        with interrupts.held(session.on_hold if session.world.size == 1 else None):
             learn(session, start)
-        stop = conclude(session)
+        stop = agree(session, conclude(session))
+
+
+def agree(session: Session, stop: bool) -> bool:
+    """Whether to stop, as the lead decided; _AllInterrupted where a Ctrl-C reached any of several processes."""
+    if session.world.size == 1:
+        return stop
+    stop, interrupted = session.world.flags(stop, session.interrupted())
+    if interrupted:
+        raise _AllInterrupted
+    return stop
 
 
 def learn(session: Session, start: int) -> None:
@@ -275,7 +377,7 @@ def learn(session: Session, start: int) -> None:
     session.mid_iteration = True
     before = state.step
     steps, metrics = session.learner.iterate(state.step)
-    state.step += steps
+    state.step += steps * session.world.size
     state.iteration += 1
     check_finite(session, metrics)
     if session.pool is not None:
@@ -297,7 +399,7 @@ def conclude(session: Session) -> bool:
     returns whether to stop."""
     cfg, state, pending = session.cfg, session.state, session.pending
     assert pending is not None
-    if pending.evaluate:
+    if pending.evaluate and session.world.lead:
         run_eval(session)
     state.metrics = pending.metrics
     stop = False
@@ -324,9 +426,13 @@ def reached_stop_at(cfg: RunConfig, state: TrainState) -> bool:
 
 
 def episode_metrics(session: Session) -> dict[str, float]:
-    """The training episodes finished this iteration, into the state and as metrics."""
+    """The training episodes finished this iteration (by every process: the lead's alone are counted), into
+    the state and as metrics."""
     state = session.state
     returns, lengths = session.learner.drain_episodes()
+    if session.world.size > 1:
+        finished = session.world.to_lead((returns, lengths)) or []
+        returns, lengths = [r for ended in finished for r in ended[0]], [n for ended in finished for n in ended[1]]
     session.recent.extend(returns)
     state.episodes += len(returns)
     metrics = {}
@@ -350,6 +456,7 @@ def run_eval(session: Session) -> dict[str, float]:
     cfg, state, run = session.cfg, session.state, session.run
     model = finite_model(session)
     session.last_eval_step = state.step
+    assert session.eval_env is not None, "the lead evaluates"
     result, rates = evaluate_run(session.agent, session.eval_env, cfg, cfg.seed + 1_000_003)
     metrics = {"eval/mean_return": result.mean, "eval/std_return": result.std,
                **{f"eval/{name}": value for name, value in rates.items()}}
@@ -369,16 +476,23 @@ def run_eval(session: Session) -> dict[str, float]:
 def checkpoint(session: Session, final: bool = False, live: bool = True) -> str | None:
     """Saves the whole run at the current step; weights that are not finite are never saved. ``live``: between
     two iterations, where the envs' and learner's state is saved too. Returns why a resume from it would
-    not continue exactly, or None where it would."""
-    state, agent, cfg = session.state, session.agent, session.cfg
+    not continue exactly, or None where it would. Every process of several calls it: the lead saves, with
+    each one's live state."""
+    state, agent, cfg, world = session.state, session.agent, session.cfg, session.world
     model = finite_model(session)
     snapshot, inexact = live_snapshot(session) if live else (
         None, "it was saved in the middle of an iteration (a second Ctrl-C)")
+    if world.size > 1:
+        snapshot, inexact = gather_live_state(world, snapshot, inexact)
+        if not world.lead:
+            state.last_saved = state.step
+            return inexact
     meta: dict[str, Any] = {
         "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed, "steps": state.step,
         "iterations": state.iteration, "episodes": state.episodes, "agent": agent.extra_state(),
         "best_eval": state.best_eval, "wall_time": session.prior_wall + state.wall_time, "finished": final,
-        "backend": session.env.backend, "save_buffer": session.save_buffer,
+        "backend": session.env.backend, "save_buffer": session.save_buffer, "world_size": world.size,
+        **({"world": {"nodes": world.nodes, "n_envs_per_process": cfg.algo.n_envs}} if world.size > 1 else {}),
         "resume": {"exact": snapshot is not None, **({"why": inexact} if inexact else {})},
         **({"resumes": session.resumes} if session.resumes else {}),
         **({"wandb_id": session.run.meta["wandb_id"]} if "wandb_id" in session.run.meta else {})}
@@ -389,6 +503,19 @@ def checkpoint(session: Session, final: bool = False, live: bool = True) -> str 
     session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay, snapshot, extra)
     state.last_saved = state.step
     return inexact
+
+
+def gather_live_state(world: World, snapshot: Snapshot | None, inexact: str | None
+                      ) -> tuple[Snapshot | None, str | None]:
+    """On the lead, every process's live state as one snapshot of parts ``rank0``, ``rank1``, ... (or None and
+    why one of them has none); (None, None) on the others."""
+    gathered = world.to_lead((snapshot, inexact))
+    if gathered is None:
+        return None, None
+    for rank, (part, why) in enumerate(gathered):
+        if part is None:
+            return None, why if rank == 0 else f"process {rank}: {why}"
+    return Snapshot.of({f"rank{rank}": part for rank, (part, _) in enumerate(gathered)}), None
 
 
 def live_snapshot(session: Session) -> tuple[Snapshot | None, str | None]:
@@ -411,7 +538,8 @@ def finite_model(session: Session) -> dict[str, torch.Tensor]:
 def finish(session: Session) -> None:
     """The final evaluation (unless the last iteration made it) and the final checkpoint. A Ctrl-C
     during the save waits for it; a second one cuts it short."""
-    if session.last_eval_step != session.state.step:  # stopped early by a callback, or resumed at the end
+    # stopped early by a callback, or resumed at the end
+    if session.last_eval_step != session.state.step and session.world.lead:
         metrics = run_eval(session)
         with interrupts.held():
             write_metrics(session, metrics)
@@ -438,7 +566,8 @@ def close(session: Session) -> None:
                 sink.close()
     finally:
         session.env.close()
-        session.eval_env.close()
+        if session.eval_env is not None:
+            session.eval_env.close()
 
 
 @contextmanager

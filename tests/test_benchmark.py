@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 from waiting import wait_for
 
-from rlcli.benchmark import load_suites
+from rlcli.benchmark import RunSpec, TrainOptions, load_suites
+from rlcli.benchmark.execute import result_settings, train_command
 from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
 from rlcli.scores import normalization_for, published_for
@@ -449,3 +450,19 @@ def test_report_from_a_results_file_shows_the_published_score_at_the_same_budget
     got = _aggregate_row(report)
     assert got["IQM"] == pytest.approx(1.033, abs=0.0006) and got["gap"] == 0.0
     assert (tmp_path / "figures" / "curves_CartPole-v1.png").read_bytes().startswith(PNG)
+
+
+def test_a_run_trained_by_several_processes_is_one_task_of_their_cpus(tmp_path):
+    """--nproc: each run's command starts its processes (rlcli train --nproc), a Ray task would ask for every
+    process's threads, and the number of processes, which sets the global batch, is part of what a result means."""
+    options = TrainOptions(threads=2, nproc=3)
+    run = RunSpec(algo="ppo", env_id="CartPole-v1", seed=0, steps=1000)
+    for resume in (False, True):
+        command = train_command(run, options, tmp_path, resume=resume)
+        assert command[command.index("--nproc") + 1] == "3" and command[command.index("--threads") + 1] == "2"
+    assert "--nproc" not in train_command(run, TrainOptions(), tmp_path, resume=False)
+    assert options.cpus == 6 and result_settings(options)["nproc"] == 3
+    assert "nproc" not in result_settings(TrainOptions())  # records written before --nproc still match
+    dry = runner.invoke(app, ["benchmark", "-e", "CartPole-v1", "--seeds", "1", "--nproc", "2", "--workers", "1",
+                              "--out", str(tmp_path / "bench"), "--dry-run"])
+    assert dry.exit_code == 0 and "1 worker x 1 thread (2 processes each)" in dry.output, dry.output

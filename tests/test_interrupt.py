@@ -138,3 +138,16 @@ def test_an_interrupt_inside_a_metric_write_lets_the_writers_finish_and_close(tm
         train(_small_run(), tmp_path / "run", [])
     assert events == ["write 64", "write 128", "close"] and stopped.value.state.step == 128
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 128
+
+
+def test_noted_notes_a_first_interrupt_even_one_held_inside_and_raises_a_second():
+    """A process of several notes a Ctrl-C and goes on to where they agree to stop; a second one stops it."""
+    told = []
+    with interrupts.noted(lambda: told.append("noted")) as interrupted:
+        with interrupts.held():
+            signal.raise_signal(signal.SIGINT)
+            assert not interrupted()  # held until the block ends
+        assert interrupted() and told == ["noted"]
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

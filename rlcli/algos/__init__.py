@@ -72,6 +72,6 @@ def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | 
 
 
 register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_spaces, ppo.thread_plan,
-                  ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True))
+                  ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True, distributed=True))
 register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))

@@ -158,3 +158,6 @@ class AlgoSpec:
     # whether its agent takes an ``obs_layout`` keyword (Dict observations, action masks); those envs are
     # refused for an algorithm that does not
     takes_layout: bool = False
+    # whether it learns across several processes (``rlcli train --nproc``): its agent then takes a ``world``
+    # keyword (rlcli.distributed.world.World); one that does not trains in one process
+    distributed: bool = False

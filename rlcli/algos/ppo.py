@@ -5,6 +5,13 @@ The agent meets the on-policy learner through ``observe``, ``sample``/``value_of
 while the envs step), ``scale_rewards`` and ``update``, which runs the minibatch epochs over one rollout
 and returns plain floats, synchronising with the device once per update (plus once per epoch for the
 adaptive-KL schedule, which needs the epoch's KL to pick the next learning rate).
+
+With several processes (``rlcli.distributed``) each learns from its own rollout: every minibatch is split
+between them (the global minibatch is the configured one), its advantages normalised by the moments of the
+whole of it, each loss a sum over the process's rows divided by the global minibatch's, and the gradients
+summed over the processes before clipping, so that one update equals one process's over all the rollouts.
+The learning rate and clip range are the lead's, and the normalisation statistics are pooled before each
+update.
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
+from rlcli.distributed.world import SINGLE, World
 from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
 from rlcli.grouped import GroupedActorCritic
 from rlcli.nets import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
-from rlcli.normalization import ObsNormalizer, RewardScaler
+from rlcli.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
 from rlcli.optim import Adam
 from rlcli.recurrent import RecurrentActorCritic, RecurrentPolicy
 from rlcli.threads import ThreadPlan
@@ -133,19 +141,41 @@ def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
     return lr
 
 
-def clipped_surrogate_loss(advantages: torch.Tensor, ratio: torch.Tensor, clip: float) -> torch.Tensor:
-    """PPO's clipped objective, negated to a loss: mean of max(-A r, -A clip(r, 1 - clip, 1 + clip))."""
-    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+def row_mean(values: torch.Tensor, total: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean of ``values``; with ``total``, their sum over ``total`` rows: this process's share of the mean
+    over a minibatch split between processes, whose shares sum to it."""
+    return values.mean() if total is None else values.sum() / total
+
+
+def clipped_surrogate_loss(advantages: torch.Tensor, ratio: torch.Tensor, clip: float,
+                           total: torch.Tensor | None = None) -> torch.Tensor:
+    """PPO's clipped objective, negated to a loss: mean of max(-A r, -A clip(r, 1 - clip, 1 + clip))
+    (``total``: see ``row_mean``)."""
+    return row_mean(torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)), total)
 
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-                       clip_value: float | None) -> torch.Tensor:
+                       clip_value: float | None, total: torch.Tensor | None = None) -> torch.Tensor:
     """Half the mean squared error of the values; with ``clip_value``, of whichever is worse, the new
     value or the rollout's value moved by at most ``clip_value`` towards it (PPO2's value clipping)."""
     if clip_value is None:
-        return 0.5 * (values - returns).square().mean()
+        return 0.5 * row_mean((values - returns).square(), total)
     clipped = old_values + (values - old_values).clamp(-clip_value, clip_value)
-    return 0.5 * torch.max((values - returns).square(), (clipped - returns).square()).mean()
+    return 0.5 * row_mean(torch.max((values - returns).square(), (clipped - returns).square()), total)
+
+
+def pooled_standardize(advantages: torch.Tensor, world: World, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the rows of a minibatch split between processes in the whole minibatch's rows, as float32; the
+    advantages standardised by its mean and standard deviation where ``normalize``), with one all-reduce."""
+    a = advantages.double()
+    moments = world.sum_(torch.stack([torch.tensor(float(a.numel()), dtype=torch.float64, device=a.device),
+                                      a.sum(), a.square().sum()]))
+    count, total, squares = moments.unbind()
+    if normalize:
+        mean = total / count
+        std = ((squares - total * mean) / (count - 1.0).clamp_min(1.0)).clamp_min(0.0).sqrt()
+        advantages = ((a - mean) / (std + 1e-8)).to(advantages.dtype)
+    return count.float(), advantages
 
 
 # Saved models name the actor-critic ``policy``, as the first format did: old runs and the zoo's agents load
@@ -166,10 +196,12 @@ class PPO(nn.Module):
     """Networks, normalisers and optimiser of one PPO agent; all state is tensors."""
 
     def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space,
-                 n_envs: int, device: torch.device, obs_layout: ObsLayout | None = None) -> None:
+                 n_envs: int, device: torch.device, obs_layout: ObsLayout | None = None,
+                 world: World = SINGLE) -> None:
         super().__init__()
         self.cfg = cfg
         self.device = device
+        self.__dict__["world"] = world  # the processes this agent learns with; not a module
         # obs_layout: the env's (VecEnv.obs_layout), for Dict observations and action masks
         self.net = network_class(cfg.network, obs_layout)(obs_space, action_space, cfg.network, obs_layout)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs,
@@ -177,6 +209,8 @@ class PPO(nn.Module):
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
+        for stats in self._shared_statistics():  # on the device: what they pool is read there
+            stats.share()
         # one fused kernel over all parameters (torch's CPU default, a Python loop per tensor, profiled
         # at 13% of CartPole's training time)
         self.optimizer = Adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
@@ -288,32 +322,37 @@ class PPO(nn.Module):
         elif cfg.lr_schedule == Schedule.constant:
             self.learning_rate = cfg.learning_rate
         clip = cfg.clip_range * (max(1.0 - progress, 0.0) if cfg.clip_range_schedule == "linear" else 1.0)
+        if self.world.size > 1:
+            self.learning_rate, clip = self.world.agree(self.learning_rate, clip)
+            pool_statistics(self._shared_statistics(), self.world.all_gather)
         self._set_lr(self.learning_rate)
 
         sequences = isinstance(batch, SequenceBatch)
         n, size = (batch.obs.shape[1], cfg.minibatch_size // cfg.n_steps) if sequences else (
             batch.obs.shape[0], cfg.minibatch_size)
+        count = self._minibatch_count(n, size)
         sums = torch.zeros(6, device=self.device)  # policy, value, entropy, kl, clipfrac, count
         for _ in range(cfg.n_epochs):
             epoch_kl = torch.zeros((), device=self.device)
             n_minibatches = 0
-            for index in torch.randperm(n, device=self.device).split(size):
+            for index in self._minibatches(n, size, count):
                 rows = self._sequences(batch, index) if sequences else self._rows(batch, index)  # type: ignore[arg-type]
                 stats = self._minibatch_step(rows, clip)
                 sums += stats
                 epoch_kl += stats[3]
                 n_minibatches += 1
             if cfg.lr_schedule == Schedule.adaptive_kl:
-                self.learning_rate = adaptive_kl_lr(self.learning_rate,
-                                                    float(epoch_kl) / n_minibatches, cfg.kl_target)
-                self._set_lr(self.learning_rate)
+                self._adapt_learning_rate(epoch_kl, n_minibatches)
 
         with torch.no_grad():
             returns, values = (batch.returns[batch.valid], batch.values[batch.valid]) if sequences else (
                 batch.returns, batch.values)
-            var_returns = returns.var()
-            explained = 1.0 - (returns - values).var() / var_returns
-            explained = torch.where(var_returns > 0, explained, torch.zeros_like(explained))
+            if self.world.size > 1:
+                explained = self._pool_metrics(sums, returns, values)
+            else:
+                var_returns = returns.var()
+                explained = 1.0 - (returns - values).var() / var_returns
+                explained = torch.where(var_returns > 0, explained, torch.zeros_like(explained))
         means = (sums[:5] / sums[5]).tolist()
         return {
             "losses/policy": means[0], "losses/value": means[1], "losses/entropy": means[2],
@@ -321,6 +360,48 @@ class PPO(nn.Module):
             "losses/explained_variance": float(explained), "charts/learning_rate": self.learning_rate,
             "charts/clip_range": clip,
         }
+
+    def _shared_statistics(self) -> list[RunningMeanStd]:
+        """The normalisation statistics in use, which several processes pool."""
+        if self.world.size == 1:
+            return []
+        return [norm.rms for norm in (self.obs_norm, self.reward_scaler) if norm.enabled]
+
+    def _minibatch_count(self, n: int, size: int) -> int | None:
+        """Minibatches per epoch where several processes split each (None for one process): as many as one
+        process would make of all their rows (or sequences), ``size`` each."""
+        if self.world.size == 1:
+            return None
+        total = int(self.world.sum_(torch.tensor(float(n))).item())
+        return max(-(-total // size), 1)
+
+    def _minibatches(self, n: int, size: int, count: int | None) -> tuple[torch.Tensor, ...]:
+        """The row (or env) indices of each minibatch of an epoch, in a new random order: ``size`` each, or
+        this process's share of ``count`` minibatches split between processes."""
+        order = torch.randperm(n, device=self.device)
+        return order.split(size) if count is None else order.tensor_split(count)
+
+    def _adapt_learning_rate(self, epoch_kl: torch.Tensor, n_minibatches: int) -> None:
+        """The adaptive-KL schedule's next learning rate, from the epoch's mean KL over every process's rows,
+        decided by the lead."""
+        kl = float(self.world.sum_(epoch_kl)) / n_minibatches
+        self.learning_rate = adaptive_kl_lr(self.learning_rate, kl, self.cfg.kl_target)
+        if self.world.size > 1:
+            (self.learning_rate,) = self.world.agree(self.learning_rate)
+        self._set_lr(self.learning_rate)
+
+    def _pool_metrics(self, sums: torch.Tensor, returns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Sums the processes' shares of the losses into ``sums`` (in place) and returns the explained variance
+        over every process's rows, with one all-reduce."""
+        r, e = returns.double(), (returns - values).double()
+        pooled = self.world.sum_(torch.cat([sums[:5].double(), torch.stack([
+            torch.tensor(float(r.numel()), dtype=torch.float64, device=r.device), r.sum(), r.square().sum(),
+            e.sum(), e.square().sum()])]))
+        sums[:5] = pooled[:5].to(sums.dtype)
+        n, r_sum, r_squares, e_sum, e_squares = pooled[5:].unbind()
+        var_returns = r_squares - r_sum * r_sum / n
+        explained = 1.0 - (e_squares - e_sum * e_sum / n) / var_returns
+        return torch.where(var_returns > 0, explained, torch.zeros_like(explained)).float()
 
     def _rows(self, batch: RolloutBatch, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(log_probs, entropy, values) of the minibatch's rows under the current network, then the
@@ -347,21 +428,25 @@ class PPO(nn.Module):
         log_probs, entropy, values, old_log_probs, old_values, advantages, returns = rows
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
-        if cfg.normalize_advantage and advantages.numel() > 1:
+        total = None  # one process: every loss is a mean over the minibatch
+        if self.world.size > 1:
+            total, advantages = pooled_standardize(advantages, self.world, cfg.normalize_advantage)
+        elif cfg.normalize_advantage and advantages.numel() > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        policy_loss = clipped_surrogate_loss(advantages, ratio, clip)
-        value_loss = clipped_value_loss(values, old_values, returns, cfg.clip_value)
-        entropy_mean = entropy.mean()
+        policy_loss = clipped_surrogate_loss(advantages, ratio, clip, total)
+        value_loss = clipped_value_loss(values, old_values, returns, cfg.clip_value, total)
+        entropy_mean = row_mean(entropy, total)
         loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
 
         self.optimizer.zero_grad()
         loss.backward()
+        self.world.sum_gradients_(self.optimizer.params)
         self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
         self.optimizer.step()
 
         with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's low-variance estimator
-            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+            approx_kl = row_mean((ratio - 1.0) - log_ratio, total)  # Schulman's low-variance estimator
+            clip_fraction = row_mean(((ratio - 1.0).abs() > clip).float(), total)
             return torch.stack([policy_loss.detach(), value_loss.detach(), entropy_mean.detach(),
                                 approx_kl, clip_fraction, torch.ones((), device=self.device)])
 

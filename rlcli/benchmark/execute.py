@@ -7,8 +7,9 @@ ones with a checkpoint and starts the others again; a run that fails does not st
 
 Locally each run is a job of the supervisor that tune shares (``rlcli.workers``): limited to ``threads``
 torch/OpenMP/BLAS threads so that runs do not fight over cores, stopped on Ctrl-C with a checkpoint. On
-Ray, a task declares ``num_cpus=threads`` (and ``num_gpus``) and trains in a temporary directory on
-whichever node runs it; the run directory travels to the task (to resume) and back (to be gathered under
+Ray, a task declares ``num_cpus=threads`` (times ``nproc`` for a run trained by several processes, which the
+task's ``rlcli train --nproc`` starts; and ``num_gpus``) and trains in a temporary directory on whichever
+node runs it; the run directory travels to the task (to resume) and back (to be gathered under
 ``BENCH/runs``) as a tar archive, so the cluster needs no shared filesystem.
 """
 
@@ -165,7 +166,7 @@ def train_command(run: RunSpec, options: TrainOptions, run_dir: Path, resume: bo
     """The ``rlcli train`` command line of one run (``resume``: continue the checkpoint in ``run_dir``)."""
     command = [sys.executable, "-m", "rlcli", "train"]
     common = ["--steps", str(run.steps), "--threads", str(options.threads), "--env-threads", str(options.threads),
-              "--device", options.device]
+              "--device", options.device, *(["--nproc", str(options.nproc)] if options.nproc > 1 else [])]
     if resume:
         return [*command, "--resume", str(run_dir), *common]
     command += [run.env_id, "--algo", run.algo, "--seed", str(run.seed), "--run-dir", str(run_dir), *common,
@@ -198,9 +199,10 @@ def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, secon
 
 
 def result_settings(options: TrainOptions) -> dict[str, Any]:
-    """The options that change what a run's result means (not threads or device, which change only speed)."""
-    return options.model_dump(mode="json", include={"params", "backend", "env_module", "eval_episodes",
-                                                     "eval_every"})
+    """The options that change what a run's result means (not threads or device, which change only speed;
+    processes, which set the global batch, where there are several)."""
+    return options.model_dump(mode="json", include={"params", "backend", "env_module", "eval_episodes", "eval_every",
+                                                     *(["nproc"] if options.nproc > 1 else [])})
 
 
 def _started(run_dir: Path, run: RunSpec, options: TrainOptions, command: Sequence[str],
@@ -399,7 +401,7 @@ def _execute_on_ray(plan: BenchmarkPlan, todo: list[RunStatus], address: str, gp
                     on_finish: OnFinish | None, notify: Notify | None) -> dict[RunSpec, RunRecord]:
     ray = _connect_to_ray(address)
     task = ray.remote(train_in_temporary_directory).options(
-        num_cpus=plan.options.threads, num_gpus=gpus_per_run, max_retries=0)
+        num_cpus=plan.options.cpus, num_gpus=gpus_per_run, max_retries=0)
     stop_level = ray.remote(workers.StopLevel).options(num_cpus=0).remote()
     pending: dict[Any, tuple[RunSpec, RunRecord, list[str], RunRecord | None]] = {}
     ended: dict[RunSpec, RunRecord] = {}

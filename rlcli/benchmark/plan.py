@@ -48,6 +48,14 @@ class TrainOptions(Frozen):
     env_module: str | None = None
     eval_episodes: Annotated[int, Field(gt=0)] = 10
     eval_every: Annotated[int, Field(ge=0)] | None = None  # env steps; None: train's default (budget / 20)
+    # processes that train each run together (``rlcli train --nproc``), each with ``threads`` threads and its
+    # own envs: the run's global batch is nproc times the configured one
+    nproc: Annotated[int, Field(gt=0)] = 1
+
+    @property
+    def cpus(self) -> int:
+        """The cores one run takes: ``threads`` for each of its processes."""
+        return self.threads * self.nproc
 
 
 class RunSpec(Frozen):

@@ -17,9 +17,10 @@ def headline(plan: BenchmarkPlan, algos: list[str], statuses: list[RunStatus], w
     """The plan in a line, the pairs it skips, and what is kept or resumed from an earlier run of it."""
     env_ids = list(dict.fromkeys(r.env_id for r in plan.runs))
     seeds = len({r.seed for r in plan.runs})
-    threads = plan.options.threads
-    where = (f"on Ray ({ray}), {threads} CPU(s) per run" if ray else
-             f"{count(workers, 'worker')} x {count(threads, 'thread')}")
+    threads, nproc = plan.options.threads, plan.options.nproc
+    each = "" if nproc == 1 else f" ({nproc} processes each)"
+    where = (f"on Ray ({ray}), {plan.options.cpus} CPU(s) per run{each}" if ray else
+             f"{count(workers, 'worker')} x {count(threads, 'thread')}{each}")
     lines = [f"Benchmark: {count(len(plan.runs), 'run')} ({'+'.join(algos)} x {count(len(env_ids), 'env')} x "
              f"{count(seeds, 'seed')}), {where} -> {plan.directory}"]
     lines += [f"skipped {line}" for line in plan.skipped]

@@ -41,6 +41,12 @@ class _Commands(TyperGroup):
             sys.exit(code)
         return code
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        """The command line as given, kept for a command that starts itself again (``train --nproc``)."""
+        ctx = super().make_context(info_name, list(args), parent=parent, **extra)
+        ctx.meta[ARGV] = list(args)
+        return ctx
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -52,6 +58,7 @@ class _Commands(TyperGroup):
 
 
 DEBUG = "rlcli.debug"
+ARGV = "rlcli.argv"  # the command line's arguments after the program's name
 
 
 def debugging(ctx: Any) -> bool:

@@ -98,7 +98,10 @@ def benchmark(
     workers: Annotated[Optional[int], typer.Option(
         min=1, help="Runs at once \\[default: cores / threads, at most one per 2 GiB of memory].",
         show_default=False)] = None,
-    threads: Annotated[int, typer.Option(min=1, help="Torch/OpenMP threads per run.")] = 1,
+    threads: Annotated[int, typer.Option(min=1, help="Torch/OpenMP threads per run (per process of one).")] = 1,
+    nproc: Annotated[int, typer.Option(
+        min=1, help="Processes that train each run together (rlcli train --nproc; PPO): a Ray task asks for "
+                    "nproc x threads CPUs, and nproc GPUs with --device cuda.")] = 1,
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Benchmark directory \\[default: benchmarks/ALGOS__ENVS__STEPS].",
         show_default=False)] = None,
@@ -107,7 +110,8 @@ def benchmark(
         metavar="ADDRESS", help="Run on the Ray cluster at ADDRESS (auto, local, ray://host:10001); "
         "needs pip install 'rlcli\\[ray]'.")] = None,
     gpus_per_run: Annotated[Optional[float], typer.Option(
-        min=0, help="GPUs a Ray task asks for \\[default: 1 with --device cuda, else 0].", show_default=False)] = None,
+        min=0, help="GPUs a Ray task asks for \\[default: --nproc with --device cuda, else 0].",
+        show_default=False)] = None,
     params: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="Hyperparameter override for every run, key=value (repeatable).")] = None,
     backend: Annotated[Backend, typer.Option(help="Env backend.")] = Backend.auto,
@@ -120,11 +124,11 @@ def benchmark(
     if ctx.invoked_subcommand is not None:
         return
     options = TrainOptions(params=tuple(params or ()), backend=backend.value, device=device.value, threads=threads,
-                           env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every)
+                           env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every, nproc=nproc)
     algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
-    n_workers = workers or default_workers(threads)
+    n_workers = workers or default_workers(options.cpus)
     for line in progress.headline(plan, algo_names, statuses, n_workers, ray):
         _say(line)
     if dry_run:
@@ -139,7 +143,7 @@ def benchmark(
         finished[0] += 1
         _say(progress.run_ended(plan, run, record, finished[0], total))
 
-    gpus = gpus_per_run if gpus_per_run is not None else (1.0 if device == Device.cuda else 0.0)
+    gpus = gpus_per_run if gpus_per_run is not None else (float(nproc) if device == Device.cuda else 0.0)
     try:
         records, report = run_benchmark(plan, n_workers, ray, gpus, on_finish, notify=_say)
     except BenchmarkInterrupted:

@@ -1,8 +1,11 @@
-"""``rlcli train``: tuned hyperparameters, a live progress display, evaluation, checkpoints, resume."""
+"""``rlcli train``: tuned hyperparameters, a live progress display, evaluation, checkpoints, resume; with
+``--nproc N``, or under torchrun, one run trained by several processes (rlcli.distributed)."""
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -10,16 +13,19 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
+from rlcli.agents import check_distributed
 from rlcli.algos import DEFAULT, resolve
 from rlcli.checkpoint import CONFIG
-from rlcli.cli.app import app
+from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import RunConfig, deep_merge, parse_overrides
+from rlcli.distributed.launch import LAUNCHED, PEER_LOST_EXIT, launch, without_option
+from rlcli.distributed.world import SINGLE, PeerLost, World, envs_per_process, join
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_env_id
-from rlcli.errors import UsageError
+from rlcli.errors import StorageError, UsageError
 from rlcli.hooks import load_stop_hook
-from rlcli.rundir import RunDir
+from rlcli.rundir import RunDir, read_meta
 from rlcli.runs import default_run_dir
 from rlcli.selfplay.opponents import FIXED
 from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
@@ -56,7 +62,8 @@ class ProgressDisplay:
         return False
 
 
-@app.command(help="Train an agent. Example: rlcli train CartPole-v1 -p learning_rate=1e-3")
+@app.command(help="Train an agent. Example: rlcli train CartPole-v1 -p learning_rate=1e-3; on two processes: "
+                       "rlcli train CartPole-v1 --nproc 2")
 def train(
     env_id: Annotated[Optional[str], typer.Argument(metavar="ENV", help="Environment id.",
                                                     show_default=False)] = None,
@@ -91,33 +98,148 @@ def train(
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
     save_buffer: Annotated[bool, typer.Option(
         help="Also checkpoint the replay buffer (off-policy algorithms), and restore it on --resume.")] = False,
+    nproc: Annotated[Optional[int], typer.Option(
+        min=1, show_default=False,
+        help="Processes that train the run together on this machine, through torch's launcher (torchrun); "
+             "each steps --n-envs envs \\[default: 1, or as many as a resumed run had].")] = None,
+    ctx: typer.Context = typer.Option(None, hidden=True),
 ) -> None:
-    console = Console(soft_wrap=True, highlight=False)
-    runtime = {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
-               **parse_stop_at(stop_at), "stop_when": stop_when}
+    request = Request(env_id, algo, seed, steps, n_envs, params, config_file, backend, run_dir, eval_every,
+                      eval_episodes, env_module, resume,
+                      {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
+                       **parse_stop_at(stop_at), "stop_when": stop_when})
+    project = wandb_project if track else None
+    world = join()
+    try:
+        if world.size > 1:
+            if nproc is not None:
+                raise UsageError("drop --nproc: torchrun started this run's processes (its --nproc-per-node)")
+            train_as_process(world, request, project, save_buffer)
+            return
+        console = Console(soft_wrap=True, highlight=False)
+        processes = nproc if nproc is not None else saved_processes(resume)
+        if processes > 1:  # checked here, where a mistake costs no process start-up
+            cfg, directory, _ = prepare(request, Console(quiet=True))
+            launch_processes(processes, cfg, directory, resume, list(ctx.meta.get(ARGV, [])))
+            return
+        cfg, directory, done = prepare(request, console)
+        run_with_display(console, cfg, directory, done, project, resume is not None, save_buffer)
+    finally:
+        world.close()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``rlcli train`` was asked for, before it is resolved into a RunConfig."""
+
+    env_id: str | None
+    algo: str | None
+    seed: int
+    steps: int | None
+    n_envs: int | None
+    params: list[str] | None
+    config_file: Path | None
+    backend: Backend | None
+    run_dir: Path | None
+    eval_every: int | None
+    eval_episodes: int
+    env_module: str | None
+    resume: Path | None
+    runtime: dict[str, Any]  # run settings a resume may change: device, threads, stop conditions
+
+
+def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
+    """(the run's config, its directory, the steps already done): a new run resolved, or a resumed one's
+    saved config with the settings that may change."""
+    r = request
+    if r.resume is not None:
+        ignored = [name for name, value in (("-p", r.params), ("--config", r.config_file), ("--backend", r.backend),
+                                            ("--n-envs", r.n_envs), ("--env-module", r.env_module)) if value]
+        cfg, directory, done = resumed_config(r.resume, r.env_id, r.algo, ignored, r.runtime, r.steps)
+        console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {r.resume} at step {done:,}")
+        return cfg, directory, done
+    if r.env_id is None:
+        raise UsageError("missing ENV: give an environment id (e.g. CartPole-v1) or --resume RUN_DIR")
+    import_env_module(r.env_module)
+    env_id, note = resolve_env_id(r.env_id)
+    if note:
+        console.print(note)
+    overrides = deep_merge(parse_overrides(r.params or []), {k: v for k, v in (("steps", r.steps), ("n_envs", r.n_envs))
+                                                             if v is not None})
+    cfg = resolve(r.algo or DEFAULT, env_id, backend=(r.backend or Backend.auto).value, env_module=r.env_module,
+                  config_file=r.config_file, overrides=overrides, seed=r.seed,
+                  eval_every=r.eval_every, eval_episodes=r.eval_episodes,
+                  **{**r.runtime, "device": r.runtime["device"] or Device.auto.value})
+    directory = r.run_dir or default_run_dir(env_id, cfg.algo.algo, r.seed)
+    check_new_run(cfg, directory)
+    return cfg, directory, 0
+
+
+def saved_processes(resume: Path | None) -> int:
+    """How many processes a resumed run trained with on one machine (1 for a new run); a UsageError for a run
+    trained on several machines, which torchrun resumes as it started it."""
+    if resume is None or not resume.is_dir():
+        return 1
+    meta = read_meta(resume)
+    size, nodes = int(meta.get("world_size", 1)), int(meta.get("world", {}).get("nodes", 1))
+    if nodes > 1:
+        raise UsageError(f"{resume} was trained by {size} processes on {nodes} machines: resume it with torchrun as "
+                         f"it was started (... -m rlcli train --resume {resume}), or on this machine with --nproc N")
+    return size
+
+
+def launch_processes(processes: int, cfg: RunConfig, directory: Path, resume: Path | None, argv: list[str]) -> None:
+    """Trains the run with ``processes`` processes on this machine, each running this command (``argv``, without
+    --nproc, with the run directory it chose); the lead prints as one process would. Says which process
+    ended a run that failed, with the checkpoint it leaves."""
+    check_distributed(cfg)
     if resume is not None:
-        ignored = [name for name, value in (("-p", params), ("--config", config_file), ("--backend", backend),
-                                            ("--n-envs", n_envs), ("--env-module", env_module)) if value]
-        cfg, directory, done = resumed_config(resume, env_id, algo, ignored, runtime, steps)
-        console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
-    else:
-        if env_id is None:
-            raise UsageError("missing ENV: give an environment id (e.g. CartPole-v1) or --resume RUN_DIR")
-        import_env_module(env_module)
-        env_id, note = resolve_env_id(env_id)
-        if note:
-            console.print(note)
-        overrides = deep_merge(parse_overrides(params or []), {k: v for k, v in (("steps", steps), ("n_envs", n_envs))
-                                                               if v is not None})
-        cfg = resolve(algo or DEFAULT, env_id, backend=(backend or Backend.auto).value, env_module=env_module,
-                      config_file=config_file, overrides=overrides, seed=seed,
-                      eval_every=eval_every, eval_episodes=eval_episodes,
-                      **{**runtime, "device": runtime["device"] or Device.auto.value})
-        directory = run_dir or default_run_dir(env_id, cfg.algo.algo, seed)
-        check_new_run(cfg, directory)
-        done = 0
-    run_with_display(console, cfg, directory, done, wandb_project if track else None, resume is not None,
-                     save_buffer)
+        envs_per_process(cfg.algo.n_envs, int(read_meta(resume).get("world_size", 1)), processes)
+    args = without_option(argv, "--nproc")
+    if resume is None and "--run-dir" not in args and not any(a.startswith("--run-dir=") for a in args):
+        args += ["--run-dir", str(directory)]
+    outcome = launch(processes, args)
+    if outcome.failure is not None:
+        steps = read_meta(directory).get("steps") if directory.is_dir() else None
+        left = (f"its last checkpoint (step {steps:,}) stays in {directory}; rlcli train --resume {directory} "
+                "continues from it") if steps is not None else "nothing was saved"
+        typer.echo(f"error: process {outcome.rank} of {processes} {outcome.failure}; the run stopped, and {left}",
+                   err=True)
+    if outcome.code:
+        raise typer.Exit(outcome.code)
+
+
+def train_as_process(world: World, request: Request, wandb_project: str | None, save_buffer: bool) -> None:
+    """One process of several (started by torchrun, or by --nproc through it): the lead resolves the run and
+    hands it to the others, whose machines may not hold its files; the lead alone prints."""
+    console = Console(soft_wrap=True, highlight=False, quiet=not world.lead)
+    shared: dict[str, Any] | None = None
+    error: UsageError | None = None
+    if world.lead:
+        try:
+            cfg, directory, done = prepare(request, console)
+            check_distributed(cfg)
+            shared = {"cfg": cfg.model_dump(mode="json"), "directory": str(directory), "done": done}
+        except UsageError as e:
+            error = e
+    shared = world.from_lead(shared if error is None else {"error": 2})
+    if error is not None:
+        raise error  # the lead alone prints it; the others end with its exit code
+    if "error" in shared:
+        raise typer.Exit(shared["error"])
+    cfg, directory = RunConfig.model_validate(shared["cfg"]), Path(shared["directory"])
+    try:
+        run_with_display(console, cfg, directory, shared["done"], wandb_project if world.lead else None,
+                         request.resume is not None, save_buffer, world)
+    except PeerLost as e:
+        if LAUNCHED not in os.environ:  # --nproc's launcher names the process that ended, once
+            typer.echo(f"error: process {world.rank}: another process of the run ended ({e}); the run's last "
+                       f"checkpoint stays in {directory}", err=True)
+        raise typer.Exit(PEER_LOST_EXIT) from None
+    except (UsageError, StorageError) as e:
+        if world.lead:
+            raise
+        raise typer.Exit(2 if isinstance(e, UsageError) else 1) from None
 
 
 def parse_stop_at(text: str | None) -> dict[str, Any]:
@@ -187,29 +309,40 @@ def check_new_run(cfg: RunConfig, directory: Path) -> None:
 
 
 def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: int, wandb_project: str | None,
-                     resume: bool, save_buffer: bool) -> None:
-    """Trains with the progress display, then prints the evaluated return (or how to resume)."""
+                     resume: bool, save_buffer: bool, world: World = SINGLE) -> None:
+    """Trains with the progress display, then prints the evaluated return (or how to resume): this process's
+    part of the run, whose lead alone prints."""
     display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
+    again = "Ctrl-C again stops at once" if world.size == 1 else "Ctrl-C again stops every process at once"
     try:
         session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer,  # spaces checked here
-                         on_hold=lambda: console.print("Ctrl-C: finishing this iteration, then saving "
-                                                       "(Ctrl-C again stops at once)"))
+                         on_hold=lambda: console.print(f"Ctrl-C: finishing this iteration, then saving ({again})"),
+                         world=world)
+        cfg = session.cfg  # each process's envs fitted to the number of processes
         if resume:
             console.print(resume_note(session.resumes[-1]))
         else:
+            each = f"{cfg.algo.n_envs} envs" if world.size == 1 else f"{world.size} processes x {cfg.algo.n_envs} envs"
             console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
-                          f"({cfg.algo.n_envs} envs) -> {directory}")
+                          f"({each}) -> {directory}")
         with display.progress:
             state = run(session)
     except TrainingInterrupted as e:
         how = "it continues exactly" if e.inexact is None else f"episodes start afresh: {e.inexact}"
-        console.print(f"\nInterrupted at step {e.state.step:,}; checkpoint saved in {directory} ({how}).\n"
+        if world.size > 1 and e.inexact is None:
+            how = f"it continues exactly when resumed with {world.size} processes"
+        saved = (f"checkpoint saved in {directory} ({how})" if e.saved else
+                 f"the last checkpoint (step {e.state.last_saved:,}) stays in {directory}")
+        console.print(f"\nInterrupted at step {e.state.step:,}; {saved}.\n"
                       f"Resume with: rlcli train --resume {directory}")
         raise typer.Exit(130) from None
     except TrainingDiverged as e:
-        typer.echo(f"error: {e}", err=True)
+        if world.lead:
+            typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
+    if not world.lead:
+        return
     console.print(
         f"Evaluated return: {state.eval_return:.2f} ± {state.eval_std:.2f} over "
         f"{cfg.eval.episodes} episodes at {state.step:,} steps "

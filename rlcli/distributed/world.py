@@ -1,0 +1,202 @@
+"""The processes of one training run: which one this is, how many there are, and the collectives training
+needs, on torch.distributed (gloo for CPU tensors, NCCL for CUDA ones; Python objects always go through a
+gloo group of their own).
+
+``join()`` is the one call that reads torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ...);
+everything else is handed the ``World`` it returns. A process not started by torchrun, or one of a world of
+one, gets ``SINGLE``, whose collectives change nothing, and trains as rlcli always has.
+
+Rank 0, the lead, alone logs, evaluates and writes the run directory; every decision that must agree (the
+learning rate, the clip range, stopping) is taken there and broadcast.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import torch
+
+from rlcli.errors import UsageError
+
+T = TypeVar("T")
+TIMEOUT = timedelta(minutes=60)  # how long a collective waits for a slow peer (the lead evaluating, saving)
+
+
+class PeerLost(Exception):
+    """A collective failed: another process of the run ended (or could not be reached)."""
+
+
+def _collective(method: Callable[..., T]) -> Callable[..., T]:
+    """A failed collective (gloo's "Connection closed by peer", NCCL's errors) as PeerLost."""
+
+    @functools.wraps(method)
+    def wrapper(self: World, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except RuntimeError as e:  # torch.distributed.DistError and its kin derive from it
+            raise PeerLost(" ".join(str(e).split())[:300]) from e
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the run's processes (ranks)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0  # among the processes on this machine
+    local_size: int = 1
+    nodes: int = 1  # machines
+    control: Any = None  # the gloo group that objects and flags go through
+
+    @property
+    def lead(self) -> bool:
+        """Whether this is rank 0: the process that logs, evaluates and writes the run directory."""
+        return self.rank == 0
+
+    def device(self, name: str) -> torch.device:
+        """The torch device for ``--device NAME``: with several processes and CUDA, this one's GPU, the
+        local rank modulo the GPUs visible (one each where there are as many)."""
+        if name == "auto":
+            name = "cuda" if torch.cuda.is_available() else "cpu"
+        if name == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
+        if name != "cuda" or self.size == 1:
+            return torch.device(name)
+        device = torch.device("cuda", self.local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        return device
+
+    @_collective
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the processes, in place; returned."""
+        if self.size > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
+
+    def sum_gradients_(self, params: Sequence[torch.Tensor]) -> None:
+        """Each gradient summed over the processes, as one flat buffer (one all-reduce per step, as CleanRL's
+        multi-GPU PPO and rl_games do). Parameters without a gradient are passed over: every process has the
+        same ones, since each runs the same network through the same loss."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if self.size == 1 or not grads:
+            return
+        flat = self.sum_(torch.cat([g.reshape(-1) for g in grads]))
+        torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(flat.split([g.numel() for g in grads]),
+                                                                          grads, strict=True)])
+
+    @_collective
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """``tensor`` (of one shape on every process) from each process, in rank order."""
+        if self.size == 1:
+            return [tensor]
+        import torch.distributed as dist
+
+        out = [torch.empty_like(tensor) for _ in range(self.size)]
+        dist.all_gather(out, tensor)
+        return out
+
+    @_collective
+    def agree(self, *values: float) -> tuple[float, ...]:
+        """The lead's ``values`` (numbers), on every process."""
+        if self.size == 1:
+            return values
+        import torch.distributed as dist
+
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.broadcast(tensor, src=0, group=self.control)
+        return tuple(tensor.tolist())
+
+    @_collective
+    def flags(self, lead_says: bool, any_says: bool) -> tuple[bool, bool]:
+        """(the lead's ``lead_says``, whether any process's ``any_says``), on every process, in one exchange:
+        a stop decided by the lead, an interrupt that reached one process or more."""
+        if self.size == 1:
+            return lead_says, any_says
+        import torch.distributed as dist
+
+        tensor = torch.tensor([float(lead_says and self.lead), float(any_says)])
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self.control)
+        return bool(tensor[0]), bool(tensor[1])
+
+    @_collective
+    def from_lead(self, value: T | None) -> T:
+        """The lead's ``value`` (any picklable object: a config's JSON, a state dict), on every process."""
+        if self.size == 1:
+            return value  # type: ignore[return-value]
+        import torch.distributed as dist
+
+        box = [value if self.lead else None]
+        dist.broadcast_object_list(box, src=0, group=self.control)
+        return box[0]  # type: ignore[return-value]
+
+    @_collective
+    def to_lead(self, value: T) -> list[T] | None:
+        """Every process's ``value``, in rank order, on the lead; None on the others."""
+        if self.size == 1:
+            return [value]
+        import torch.distributed as dist
+
+        out: list[Any] | None = [None] * self.size if self.lead else None
+        dist.gather_object(value, out, dst=0, group=self.control)
+        return out
+
+    @_collective
+    def from_lead_each(self, values: Sequence[T] | None) -> T:
+        """The lead's ``values[rank]`` on each process (``values``, one per rank, given on the lead)."""
+        if self.size == 1:
+            assert values is not None
+            return values[0]
+        import torch.distributed as dist
+
+        out: list[Any] = [None]
+        dist.scatter_object_list(out, list(values) if self.lead and values is not None else None, src=0,
+                                 group=self.control)
+        return out[0]
+
+    def close(self) -> None:
+        """Leaves the process group (once training is over: the collectives of this world end here)."""
+        if self.size > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+SINGLE = World()
+
+
+def join() -> World:
+    """This process's world: joins the process group torchrun set up (``WORLD_SIZE`` > 1), with NCCL for
+    CUDA tensors where CUDA is present and gloo for the rest; ``SINGLE`` where there is none."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return SINGLE
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, timeout=TIMEOUT)
+    control = dist.new_group(backend="gloo", timeout=TIMEOUT)
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))
+    return World(rank=dist.get_rank(), size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+                 local_size=local_size, nodes=int(os.environ.get("GROUP_WORLD_SIZE", max(size // local_size, 1))),
+                 control=control)
+
+
+def envs_per_process(n_envs: int, saved_size: int, size: int) -> int:
+    """The envs each of ``size`` processes steps so that a run saved by ``saved_size`` processes of ``n_envs``
+    each keeps its global batch; a UsageError where they do not divide evenly."""
+    total = n_envs * saved_size
+    if total % size:
+        raise UsageError(f"the run steps {total} envs in all ({saved_size} x {n_envs}), which {size} processes "
+                         f"cannot share evenly; resume with a number of processes that divides {total}")
+    return total // size
