@@ -233,3 +233,21 @@ def test_train_on_a_failing_env_is_one_line_and_debug_shows_the_traceback(monkey
         "missing (rlcli --debug shows the traceback)")
     debug = runner.invoke(app, ["--debug", *args[:-1], str(tmp_path / "r2")])
     assert isinstance(debug.exception, UsageError) and isinstance(debug.exception.__cause__, RuntimeError)
+
+
+@pytest.fixture
+def without_pettingzoo(monkeypatch):
+    from rlcli.envs import pettingzoo_ids
+
+    pettingzoo_ids._bare_names.cache_clear()
+    for module in ("pettingzoo", "pettingzoo.classic", "mpe2"):
+        monkeypatch.setitem(sys.modules, module, None)
+    yield
+    pettingzoo_ids._bare_names.cache_clear()
+
+
+@pytest.mark.parametrize("env_id", ["mpe2.simple_spread_v3", "pettingzoo.classic.connect_four_v3", "tictactoe_v3"])
+def test_a_pettingzoo_id_without_its_packages_names_the_extra(without_pettingzoo, tmp_path, env_id):
+    result = runner.invoke(app, ["train", env_id, "--run-dir", str(tmp_path / "r")])
+    assert _one_line(result) == (f"error: {env_id} needs PettingZoo, which is not installed: "
+                                 "pip install 'rlcli[multiagent]'")

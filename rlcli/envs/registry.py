@@ -21,7 +21,10 @@ from rlcli.errors import UsageError
 ATARI_PREFIX = "ALE/"
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported
 # what each extra installs, as the messages name it
-EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo", "memory": "POPGym"}
+EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo", "memory": "POPGym", "multiagent": "PettingZoo"}
+# the packages PettingZoo's environments come from, and its names (connect_four_v3) that have no -v suffix
+_PETTINGZOO_PACKAGES = ("pettingzoo", "mpe2")
+_PETTINGZOO_NAME = re.compile(r"[a-z0-9_]+_v\d+")
 _VERSIONED = re.compile(r".+-v\d+")
 # ale-py's spellings: Pong-v5, ALE/Pong-v5, Pong-ram-v5, PongNoFrameskip-v4, PongDeterministic-v4
 _ATARI_ID = re.compile(r"(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?(?:NoFrameskip|Deterministic)?-v\d+")
@@ -182,6 +185,11 @@ def missing_extra(env_id: str) -> str | None:
         return "atari"
     if env_id.startswith(POPGYM_PREFIX) and find_spec("popgym") is None:
         return "memory"
+    package = env_id.split(".", 1)[0] if "." in env_id else None
+    if package in _PETTINGZOO_PACKAGES and find_spec(package) is None:
+        return "multiagent"
+    if _PETTINGZOO_NAME.fullmatch(env_id) and find_spec("pettingzoo") is None:
+        return "multiagent"
     return None
 
 
