@@ -11,10 +11,13 @@ def test_ppo_solves_cartpole_within_50k_steps(tmp_path):
     assert state.best_eval is not None and state.best_eval >= 475, state.best_eval
 
 
-def test_sac_swings_up_pendulum_within_15k_steps(tmp_path):
-    cfg = resolve("sac", "Pendulum-v1", overrides={"steps": 15_000}, seed=1, eval_every=5_000, eval_episodes=10)
+def test_sac_swings_up_pendulum_within_6k_steps(tmp_path):
+    # one torch thread: the same bits on any number of cores. Seed 1 evaluates -228 at 4k steps, -196 at
+    # 5k and -192 at 6k, and stays near -190 to 15k (seed 0: -216 at 4k, -195 at 5k)
+    cfg = resolve("sac", "Pendulum-v1", overrides={"steps": 6_000}, seed=1, eval_every=1_000, eval_episodes=10,
+                  torch_threads=1)
     state = train(cfg, tmp_path / "run")
-    assert state.step == 15_000
+    assert state.step == 6_000
     assert state.best_eval is not None and state.best_eval >= -250, state.best_eval
 
 
