@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +75,9 @@ ZOO_HOPPER = dict(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828
 # that the comparison follows the file; SB3 gets the same values translated (sb3_ppo_kwargs). SB3 has no
 # adaptive-KL learning rate, so both sides use a constant one here.
 HOPPER_PPO_SAME: dict[str, Any] = {"lr_schedule": "constant"}
+# a quick run's rlcli Hopper PPO (both sides where they share the values): rollouts of 64 envs x 8 steps
+# instead of 64, in two minibatches, so that the one rollout it times is 512 steps, not 4,096
+QUICK_HOPPER_PPO: dict[str, Any] = {"n_steps": 8, "minibatch_size": 256}
 
 # SAC with identical hyperparameters on both sides (SB3's SAC defaults, which rlcli can express):
 # 256x256 ReLU actor and critics, batch 256, lr 3e-4 for actor, critics and alpha, buffer 1e6,
@@ -136,7 +141,7 @@ class Budgets:
         in env steps, and with Hopper's short random episodes its first update comes a few dozen steps
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
-                       sac_learning_starts=300, sac_window=50, pong_steps=1_000, masked_steps=1_000,
+                       sac_learning_starts=300, sac_window=50, pong_steps=256, masked_steps=1_000,
                        recurrent_steps=256,
                        env_seconds=0.25)
 
@@ -395,9 +400,14 @@ def worker_sb3_cartpole(args: WorkerArgs) -> dict[str, Any]:
             "torch_threads": torch.get_num_threads()}
 
 
+def hopper_ppo_overrides(args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides``, and a quick run's shorter rollouts (QUICK_HOPPER_PPO) on top."""
+    return {**overrides, **QUICK_HOPPER_PPO} if args.quick else overrides
+
+
 def worker_rlcli_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's tuned Hopper PPO (hyperparams/ppo.yml, mujoco group), steps/s."""
-    return rlcli_ppo_throughput(args, {})
+    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, {}))
 
 
 def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
@@ -415,7 +425,7 @@ def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_rlcli_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's mujoco-group Hopper PPO with a constant learning rate, steps/s (``--backend`` honoured)."""
-    return rlcli_ppo_throughput(args, HOPPER_PPO_SAME)
+    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, HOPPER_PPO_SAME))
 
 
 def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
@@ -423,7 +433,7 @@ def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("ppo", args, HOPPER_PPO_SAME).algo
+    cfg = rlcli_config("ppo", args, hopper_ppo_overrides(args, HOPPER_PPO_SAME)).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     env = sb3_normalized(make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), cfg)
     return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
@@ -470,9 +480,10 @@ def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
 
 
 def pong_hyperparameters(args: WorkerArgs) -> dict[str, Any]:
-    """CleanRL's values; a quick run updates for one epoch instead of four on both sides, since one
-    rollout's four CNN epochs alone take most of a minute on a busy 2-core CPU."""
-    return {**PONG_CLEANRL, "n_epochs": 1} if args.quick else PONG_CLEANRL
+    """CleanRL's values; a quick run, on both sides, collects 32 steps instead of 128 and updates for one
+    epoch instead of four (still four minibatches), since one rollout's four CNN epochs alone take most of
+    a minute on a busy 2-core CPU."""
+    return {**PONG_CLEANRL, "n_steps": 32, "minibatch_size": 64, "n_epochs": 1} if args.quick else PONG_CLEANRL
 
 
 def worker_rlcli_pong(args: WorkerArgs) -> dict[str, Any]:
@@ -913,10 +924,12 @@ def bench_hopper_ppo(ctx: Context) -> Section:
     section, budget = Section("hopper-ppo"), ctx.budgets.hopper_ppo_steps
     for seed in ctx.seeds:
         ours = measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
-                       lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+                       lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget,
+                                                    quick=ctx.quick))
         add_setup(section, seed, ours)
         theirs = measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
-                         lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+                         lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget,
+                                                      quick=ctx.quick))
         measure_env_alone(ctx, section, "Hopper-v5", seed, ours["n_envs"], theirs["n_envs"])
     section.rows += [
         Row(f"Hopper-v5 PPO, each tuned: env steps/s over {budget:,} steps", "steps/s",
@@ -934,16 +947,17 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-hopper-ppo-same"), ("SB3", "sb3-hopper-ppo-same")):
             result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget))
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget,
+                                                                         quick=ctx.quick))
             add_steady(section, side, seed, result)
             if side == "rlcli":
                 add_setup(section, seed, result)
         measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
-                                             backend="gymnasium"))
+                                             backend="gymnasium", quick=ctx.quick))
         measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
-                                             precision="bf16"))
+                                             precision="bf16", quick=ctx.quick))
     sb3 = values(section, "train", "SB3")
     section.rows += [
         Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
@@ -999,8 +1013,8 @@ def bench_pong(ctx: Context) -> Section:
                 lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
                                              precision="bf16"))
     section.rows += [
-        Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 1 epoch' if ctx.quick else ''}): "
-            f"env steps/s over {budget:,} steps", "steps/s",
+        Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 32 steps, 1 epoch' if ctx.quick else ''})"
+            f": env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         steady_row(section),
         setup_row(section),
@@ -1164,6 +1178,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return opts
 
 
+def run_section(ctx: Context, name: str) -> Section:
+    try:
+        return SECTIONS[name](ctx)
+    except (WorkerError, KeyError, ValueError, OSError) as e:
+        # one failing section (a missing extra, a changed API) should not cost the others' figures
+        ctx.log(f"[{name}] failed: {e}")
+        return Section(name, error=str(e))
+
+
+def run_sections(ctx: Context, names: Sequence[str], lanes: int) -> list[Section]:
+    """The sections, in the order named. With ``lanes`` above 1 (a smoke run's figures mean nothing)
+    that many sections run at once, each lane on a core of its own: a process inherits the CPU affinity
+    of the thread that starts it, so every worker of a lane sees one core and takes one torch thread
+    (two OpenMP threads per process on two shared cores would spin against each other)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    lanes = min(lanes, len(cores), len(names))
+    if lanes < 2:
+        return [run_section(ctx, name) for name in names]
+    lane_numbers = itertools.count()
+
+    def pin_lane() -> None:  # in each lane's thread, once
+        os.sched_setaffinity(0, {cores[next(lane_numbers) % len(cores)]})
+
+    with ThreadPoolExecutor(lanes, initializer=pin_lane) as pool:
+        return list(pool.map(lambda name: run_section(ctx, name), names))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
     if opts.worker:
@@ -1176,14 +1217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cartpole_repeats = opts.repeats if opts.quick else opts.cartpole_repeats
     ctx = Context(budgets, opts.quick, list(range(opts.repeats)), log, list(range(cartpole_repeats)))
     info = machine()
-    sections = []
-    for name in opts.sections:
-        try:
-            sections.append(SECTIONS[name](ctx))
-        except (WorkerError, KeyError, ValueError, OSError) as e:
-            # one failing section (a missing extra, a changed API) should not cost the others' figures
-            log(f"[{name}] failed: {e}")
-            sections.append(Section(name, error=str(e)))
+    sections = run_sections(ctx, opts.sections, lanes=2 if opts.quick else 1)
     report = render(sections, info, opts.repeats, opts.quick,
                     cartpole_repeats if "cartpole" in opts.sections else None)
     print(report)
