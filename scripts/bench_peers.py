@@ -567,20 +567,78 @@ def worker_rlcli_masked(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_ppo_throughput(args, {})
 
 
-def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
-    """sb3-contrib's MaskablePPO with rlcli's MaskedChoice-v0 values, on DummyVecEnv, steps/s."""
+def sb3_vector_env(env_id: str, n_envs: int) -> Any:
+    """``env_id``'s gymnasium vector env (its vector entry point, the env rlcli's gymnasium backend steps)
+    as an SB3 VecEnv, under SB3's VecMonitor for episode statistics. SB3 starts a new episode within the
+    step that ends one, the final observation in that env's info; the vector env resets on the next step,
+    so the adapter resets the rows that ended at once (``reset_mask``). ``action_masks()`` is
+    sb3-contrib's hook: the mask published in info with the latest observations."""
     import gymnasium as gym
+    from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+
+    class SB3VectorEnv(VecEnv):
+        render_mode = None
+
+        def __init__(self) -> None:
+            self.venv = gym.make_vec(env_id, n_envs, vectorization_mode="vector_entry_point")
+            self.masks: Any = None
+            super().__init__(n_envs, self.venv.single_observation_space, self.venv.single_action_space)
+
+        def reset(self) -> Any:
+            obs, info = self.venv.reset(seed=self._seeds[0])
+            self._reset_seeds()
+            self.masks = info["action_mask"].astype(bool)
+            return obs
+
+        def step_async(self, actions: Any) -> None:
+            self.actions = actions
+
+        def step_wait(self) -> Any:
+            obs, rewards, terminated, truncated, info = self.venv.step(self.actions)
+            dones = terminated | truncated
+            infos: list[dict[str, Any]] = [{} for _ in range(n_envs)]
+            if dones.any():
+                for i in dones.nonzero()[0]:
+                    infos[i] = {"terminal_observation": obs[i],
+                                "TimeLimit.truncated": bool(truncated[i] and not terminated[i])}
+                obs, info = self.venv.reset(options={"reset_mask": dones})
+            self.masks = info["action_mask"].astype(bool)
+            return obs, rewards, dones, infos
+
+        def action_masks(self) -> Any:
+            return self.masks
+
+        def close(self) -> None:
+            self.venv.close()
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+            return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
+
+        def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+            setattr(self, attr_name, value)
+
+        def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+            """Each env's row of what the method returns for all of them (``action_masks``)."""
+            rows = getattr(self, method_name)(*args, **kwargs)
+            return [rows[i] for i in self._get_indices(indices)]
+
+        def env_is_wrapped(self, wrapper_class: Any, indices: Any = None) -> list[bool]:
+            return [False] * len(list(self._get_indices(indices)))
+
+    return VecMonitor(SB3VectorEnv())
+
+
+def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
+    """sb3-contrib's MaskablePPO with rlcli's MaskedChoice-v0 values, on the task's vector env (the one
+    rlcli steps), steps/s."""
     from sb3_contrib import MaskablePPO
-    from sb3_contrib.common.wrappers import ActionMasker
-    from stable_baselines3.common.env_util import make_vec_env
 
     import rlcli.envs.masked  # noqa: F401  (registers the task)
 
     cfg = rlcli_config("ppo", args, {}).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions: MaskablePPO's policy takes no such key
-    env = make_vec_env(lambda: ActionMasker(gym.make(args.env), lambda env: env.unwrapped.allowed),
-                       n_envs=cfg.n_envs, seed=args.seed)
+    env = sb3_vector_env(args.env, cfg.n_envs)
     return sb3_ppo_throughput(MaskablePPO(policy, env, seed=args.seed, **kwargs), args.steps)
 
 
