@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +75,9 @@ ZOO_HOPPER = dict(n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828
 # that the comparison follows the file; SB3 gets the same values translated (sb3_ppo_kwargs). SB3 has no
 # adaptive-KL learning rate, so both sides use a constant one here.
 HOPPER_PPO_SAME: dict[str, Any] = {"lr_schedule": "constant"}
+# a quick run's rlcli Hopper PPO (both sides where they share the values): rollouts of 64 envs x 8 steps
+# instead of 64, in two minibatches, so that the one rollout it times is 512 steps, not 4,096
+QUICK_HOPPER_PPO: dict[str, Any] = {"n_steps": 8, "minibatch_size": 256}
 
 # SAC with identical hyperparameters on both sides (SB3's SAC defaults, which rlcli can express):
 # 256x256 ReLU actor and critics, batch 256, lr 3e-4 for actor, critics and alpha, buffer 1e6,
@@ -152,7 +157,7 @@ class Budgets:
         in env steps, and with Hopper's short random episodes its first update comes a few dozen steps
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
-                       sac_learning_starts=300, sac_window=50, pong_steps=1_000, masked_steps=1_000,
+                       sac_learning_starts=300, sac_window=50, pong_steps=256, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
                        env_seconds=0.25)
 
@@ -411,9 +416,14 @@ def worker_sb3_cartpole(args: WorkerArgs) -> dict[str, Any]:
             "torch_threads": torch.get_num_threads()}
 
 
+def hopper_ppo_overrides(args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides``, and a quick run's shorter rollouts (QUICK_HOPPER_PPO) on top."""
+    return {**overrides, **QUICK_HOPPER_PPO} if args.quick else overrides
+
+
 def worker_rlcli_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's tuned Hopper PPO (hyperparams/ppo.yml, mujoco group), steps/s."""
-    return rlcli_ppo_throughput(args, {})
+    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, {}))
 
 
 def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
@@ -431,7 +441,7 @@ def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_rlcli_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's mujoco-group Hopper PPO with a constant learning rate, steps/s (``--backend`` honoured)."""
-    return rlcli_ppo_throughput(args, HOPPER_PPO_SAME)
+    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, HOPPER_PPO_SAME))
 
 
 def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
@@ -439,7 +449,7 @@ def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("ppo", args, HOPPER_PPO_SAME).algo
+    cfg = rlcli_config("ppo", args, hopper_ppo_overrides(args, HOPPER_PPO_SAME)).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     env = sb3_normalized(make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), cfg)
     return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
@@ -486,9 +496,10 @@ def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
 
 
 def pong_hyperparameters(args: WorkerArgs) -> dict[str, Any]:
-    """CleanRL's values; a quick run updates for one epoch instead of four on both sides, since one
-    rollout's four CNN epochs alone take most of a minute on a busy 2-core CPU."""
-    return {**PONG_CLEANRL, "n_epochs": 1} if args.quick else PONG_CLEANRL
+    """CleanRL's values; a quick run, on both sides, collects 32 steps instead of 128 and updates for one
+    epoch instead of four (still four minibatches), since one rollout's four CNN epochs alone take most of
+    a minute on a busy 2-core CPU."""
+    return {**PONG_CLEANRL, "n_steps": 32, "minibatch_size": 64, "n_epochs": 1} if args.quick else PONG_CLEANRL
 
 
 def worker_rlcli_pong(args: WorkerArgs) -> dict[str, Any]:
@@ -572,20 +583,78 @@ def worker_rlcli_masked(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_ppo_throughput(args, {})
 
 
-def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
-    """sb3-contrib's MaskablePPO with rlcli's MaskedChoice-v0 values, on DummyVecEnv, steps/s."""
+def sb3_vector_env(env_id: str, n_envs: int) -> Any:
+    """``env_id``'s gymnasium vector env (its vector entry point, the env rlcli's gymnasium backend steps)
+    as an SB3 VecEnv, under SB3's VecMonitor for episode statistics. SB3 starts a new episode within the
+    step that ends one, the final observation in that env's info; the vector env resets on the next step,
+    so the adapter resets the rows that ended at once (``reset_mask``). ``action_masks()`` is
+    sb3-contrib's hook: the mask published in info with the latest observations."""
     import gymnasium as gym
+    from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+
+    class SB3VectorEnv(VecEnv):
+        render_mode = None
+
+        def __init__(self) -> None:
+            self.venv = gym.make_vec(env_id, n_envs, vectorization_mode="vector_entry_point")
+            self.masks: Any = None
+            super().__init__(n_envs, self.venv.single_observation_space, self.venv.single_action_space)
+
+        def reset(self) -> Any:
+            obs, info = self.venv.reset(seed=self._seeds[0])
+            self._reset_seeds()
+            self.masks = info["action_mask"].astype(bool)
+            return obs
+
+        def step_async(self, actions: Any) -> None:
+            self.actions = actions
+
+        def step_wait(self) -> Any:
+            obs, rewards, terminated, truncated, info = self.venv.step(self.actions)
+            dones = terminated | truncated
+            infos: list[dict[str, Any]] = [{} for _ in range(n_envs)]
+            if dones.any():
+                for i in dones.nonzero()[0]:
+                    infos[i] = {"terminal_observation": obs[i],
+                                "TimeLimit.truncated": bool(truncated[i] and not terminated[i])}
+                obs, info = self.venv.reset(options={"reset_mask": dones})
+            self.masks = info["action_mask"].astype(bool)
+            return obs, rewards, dones, infos
+
+        def action_masks(self) -> Any:
+            return self.masks
+
+        def close(self) -> None:
+            self.venv.close()
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+            return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
+
+        def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+            setattr(self, attr_name, value)
+
+        def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+            """Each env's row of what the method returns for all of them (``action_masks``)."""
+            rows = getattr(self, method_name)(*args, **kwargs)
+            return [rows[i] for i in self._get_indices(indices)]
+
+        def env_is_wrapped(self, wrapper_class: Any, indices: Any = None) -> list[bool]:
+            return [False] * len(list(self._get_indices(indices)))
+
+    return VecMonitor(SB3VectorEnv())
+
+
+def worker_sb3_masked(args: WorkerArgs) -> dict[str, Any]:
+    """sb3-contrib's MaskablePPO with rlcli's MaskedChoice-v0 values, on the task's vector env (the one
+    rlcli steps), steps/s."""
     from sb3_contrib import MaskablePPO
-    from sb3_contrib.common.wrappers import ActionMasker
-    from stable_baselines3.common.env_util import make_vec_env
 
     import rlcli.envs.masked  # noqa: F401  (registers the task)
 
     cfg = rlcli_config("ppo", args, {}).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions: MaskablePPO's policy takes no such key
-    env = make_vec_env(lambda: ActionMasker(gym.make(args.env), lambda env: env.unwrapped.allowed),
-                       n_envs=cfg.n_envs, seed=args.seed)
+    env = sb3_vector_env(args.env, cfg.n_envs)
     return sb3_ppo_throughput(MaskablePPO(policy, env, seed=args.seed, **kwargs), args.steps)
 
 
@@ -962,10 +1031,12 @@ def bench_hopper_ppo(ctx: Context) -> Section:
     section, budget = Section("hopper-ppo"), ctx.budgets.hopper_ppo_steps
     for seed in ctx.seeds:
         ours = measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
-                       lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+                       lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget,
+                                                    quick=ctx.quick))
         add_setup(section, seed, ours)
         theirs = measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
-                         lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget))
+                         lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget,
+                                                      quick=ctx.quick))
         measure_env_alone(ctx, section, "Hopper-v5", seed, ours["n_envs"], theirs["n_envs"])
     section.rows += [
         Row(f"Hopper-v5 PPO, each tuned: env steps/s over {budget:,} steps", "steps/s",
@@ -983,16 +1054,17 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-hopper-ppo-same"), ("SB3", "sb3-hopper-ppo-same")):
             result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget))
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget,
+                                                                         quick=ctx.quick))
             add_steady(section, side, seed, result)
             if side == "rlcli":
                 add_setup(section, seed, result)
         measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
-                                             backend="gymnasium"))
+                                             backend="gymnasium", quick=ctx.quick))
         measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
-                                             precision="bf16"))
+                                             precision="bf16", quick=ctx.quick))
     sb3 = values(section, "train", "SB3")
     section.rows += [
         Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
@@ -1048,8 +1120,8 @@ def bench_pong(ctx: Context) -> Section:
                 lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
                                              precision="bf16"))
     section.rows += [
-        Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 1 epoch' if ctx.quick else ''}): "
-            f"env steps/s over {budget:,} steps", "steps/s",
+        Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 32 steps, 1 epoch' if ctx.quick else ''})"
+            f": env steps/s over {budget:,} steps", "steps/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         steady_row(section),
         setup_row(section),
@@ -1232,6 +1304,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return opts
 
 
+def run_section(ctx: Context, name: str) -> Section:
+    try:
+        return SECTIONS[name](ctx)
+    except (WorkerError, KeyError, ValueError, OSError) as e:
+        # one failing section (a missing extra, a changed API) should not cost the others' figures
+        ctx.log(f"[{name}] failed: {e}")
+        return Section(name, error=str(e))
+
+
+def run_sections(ctx: Context, names: Sequence[str], lanes: int) -> list[Section]:
+    """The sections, in the order named. With ``lanes`` above 1 (a smoke run's figures mean nothing)
+    that many sections run at once, each lane on a core of its own: a process inherits the CPU affinity
+    of the thread that starts it, so every worker of a lane sees one core and takes one torch thread
+    (two OpenMP threads per process on two shared cores would spin against each other)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    lanes = min(lanes, len(cores), len(names))
+    if lanes < 2:
+        return [run_section(ctx, name) for name in names]
+    lane_numbers = itertools.count()
+
+    def pin_lane() -> None:  # in each lane's thread, once
+        os.sched_setaffinity(0, {cores[next(lane_numbers) % len(cores)]})
+
+    with ThreadPoolExecutor(lanes, initializer=pin_lane) as pool:
+        return list(pool.map(lambda name: run_section(ctx, name), names))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
     if opts.worker:
@@ -1244,14 +1343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cartpole_repeats = opts.repeats if opts.quick else opts.cartpole_repeats
     ctx = Context(budgets, opts.quick, list(range(opts.repeats)), log, list(range(cartpole_repeats)))
     info = machine()
-    sections = []
-    for name in opts.sections:
-        try:
-            sections.append(SECTIONS[name](ctx))
-        except (WorkerError, KeyError, ValueError, OSError) as e:
-            # one failing section (a missing extra, a changed API) should not cost the others' figures
-            log(f"[{name}] failed: {e}")
-            sections.append(Section(name, error=str(e)))
+    sections = run_sections(ctx, opts.sections, lanes=2 if opts.quick else 1)
     report = render(sections, info, opts.repeats, opts.quick,
                     cartpole_repeats if "cartpole" in opts.sections else None)
     print(report)

@@ -69,6 +69,12 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     assert ours["obs_shape"] == theirs["obs_shape"] == [4, 84, 84]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
 
+    masked = sections["masked"]
+    ours, theirs = runs(masked, "train", "rlcli")[0]["result"], runs(masked, "train", "SB3")[0]["result"]
+    assert ours["n_envs"] == theirs["n_envs"] == 16 and ours["steps"] == theirs["steps"]
+    # SB3 on the adapter over the task's vector env, which rlcli's gymnasium backend makes too (test_masked_env.py)
+    assert (ours["backend"], theirs["backend"]) == ("gymnasium", "SB3VectorEnv")
+
     recurrent = sections["recurrent"]
     ours, theirs = runs(recurrent, "train", "rlcli")[0]["result"], runs(recurrent, "train", "SB3")[0]["result"]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]

@@ -75,7 +75,9 @@ def _interrupted_then_resumed(cfg, run_dir):
     ("CartPole-v1", FEED_FORWARD),
     ("CartPoleNoVel-v1", {**RECURRENT, "network": {**SMALL_MEMORY, "recurrent": "lstm"}}),
     ("CartPoleNoVel-v1", {**RECURRENT, "network": {**SMALL_MEMORY, "recurrent": "gru"}}),
-], ids=["feed-forward", "lstm", "gru"])
+    # a vector env that steps arrays (no env objects inside), its mask and privileged state in the observation
+    ("MaskedChoice-v0", {**FEED_FORWARD, "env_kwargs": {"mask": "obs", "delayed": True}}),
+], ids=["feed-forward", "lstm", "gru", "vector-env-masked"])
 def test_ctrl_c_in_a_rollout_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, env_id, overrides):
     cfg = _cfg(env_id, overrides, 12, eval_every=4 * ITERATION)
     train(cfg, tmp_path / "whole")

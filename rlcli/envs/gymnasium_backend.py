@@ -9,9 +9,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcli.envs.atari import make_atari_env
-from rlcli.envs.base import StepResult, float32_obs, float32_space, make_gym_env
+from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space, make_gym_env
 from rlcli.envs.layout import ObsFlattener, ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import Snapshot, capture, restore
+from rlcli.errors import UsageError
 
 
 def make_single_env(gym_id: str, atari: bool, render_mode: str | None = None,
@@ -42,15 +43,36 @@ def one_hot_observations(env: gym.Env) -> gym.Env:
     return gym.wrappers.DtypeObservation(gym.wrappers.FlattenObservation(env), np.float32)
 
 
+def vector_entry_point(gym_id: str, atari: bool, render_mode: str | None) -> bool:
+    """Whether ``gym_id`` is made through its vector entry point: where it has one, except gymnasium's own
+    (CartPole's draws every env from one generator: its envs would not be those that trained bits, seeds and
+    the zoo's agents came from) and for rendering (a frame is the first env's, which a vector env has not)."""
+    spec = None if atari or render_mode is not None else gym.spec(gym_id)
+    entry = None if spec is None else spec.vector_entry_point
+    return entry is not None and not (isinstance(entry, str) and entry.startswith("gymnasium."))
+
+
+def make_vector_env(gym_id: str, num_envs: int, kwargs: dict[str, Any] | None) -> gym.vector.VectorEnv:
+    """``gym_id``'s own vector env (next-step auto-reset, as the per-env path); what its code raises is a
+    UsageError naming the id."""
+    try:
+        env = gym.make_vec(gym_id, num_envs, vectorization_mode="vector_entry_point", **(kwargs or {}))
+    except Exception as e:
+        raise creation_error(gym_id, e) from e
+    if env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) != AutoresetMode.NEXT_STEP:
+        raise UsageError(f"environment '{gym_id}': its vector env resets {env.metadata['autoreset_mode']}; rlcli "
+                         "steps vector envs that reset on the next step")
+    return env
+
+
 class GymnasiumVecEnv:
     backend = "gymnasium"
 
     def __init__(self, gym_id: str, num_envs: int, seed: int, atari: bool,
                  kwargs: dict[str, Any] | None = None, render_mode: str | None = None) -> None:
-        self._env = SyncVectorEnv(
-            [lambda: make_single_env(gym_id, atari, render_mode, kwargs) for _ in range(num_envs)],
-            autoreset_mode=AutoresetMode.NEXT_STEP,
-        )
+        self._env = make_vector_env(gym_id, num_envs, kwargs) if vector_entry_point(gym_id, atari, render_mode) \
+            else SyncVectorEnv([lambda: make_single_env(gym_id, atari, render_mode, kwargs) for _ in range(num_envs)],
+                               autoreset_mode=AutoresetMode.NEXT_STEP)
         self._seed = seed
         self._atari = atari
         self.num_envs = num_envs
@@ -65,11 +87,13 @@ class GymnasiumVecEnv:
 
     def _info_mask_width(self) -> int | None:
         """Entries of the ``action_mask`` the env publishes in ``info``, None where it publishes none: read
-        from one reset of the first env (``reset`` reseeds every env, so the draw is not used up)."""
+        from one reset of the first env, or of a vector env's all (``reset`` reseeds every env, so the draw is not
+        used up)."""
         if self._atari or not isinstance(self.single_action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
             return None
-        _, info = self._env.envs[0].reset(seed=self._seed)
-        return int(np.size(info["action_mask"])) if "action_mask" in info else None
+        single = isinstance(self._env, SyncVectorEnv)
+        _, info = (self._env.envs[0] if single else self._env).reset(seed=self._seed)
+        return int(np.size(info["action_mask"])) // (1 if single else self.num_envs) if "action_mask" in info else None
 
     def _observation(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
         return float32_obs(obs) if self._flatten is None else self._flatten(obs, info)

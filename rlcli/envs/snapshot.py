@@ -56,22 +56,23 @@ class EnvStateUnreadable(Exception):
 SKIPPED = object()  # an attribute that configures the env
 
 
-def capture(vector: gym.vector.SyncVectorEnv) -> Snapshot:
-    """The state of ``vector`` (its autoreset flags and last results) and of each of its envs; raises
-    EnvStateUnreadable where some of it cannot be read."""
+def capture(vector: gym.vector.VectorEnv) -> Snapshot:
+    """The state of ``vector`` (its autoreset flags and last results) and of each of its envs (a vector env
+    that holds no envs, such as one stepping arrays, is one layer); raises EnvStateUnreadable where some of
+    it cannot be read."""
     encoder = _Encoder()
     values = {"vector": encoder.layer(vector),
               "envs": [[{"class": _name(layer), "attrs": encoder.layer(layer)} for layer in _chain(env)]
-                       for env in vector.envs]}
+                       for env in _envs(vector)]}
     blob = np.frombuffer(bytes(encoder.blob), dtype=np.uint8).copy()
     return Snapshot(values, {"bytes": torch.from_numpy(blob)})
 
 
-def restore(vector: gym.vector.SyncVectorEnv, snapshot: Snapshot) -> None:
+def restore(vector: gym.vector.VectorEnv, snapshot: Snapshot) -> None:
     """Sets ``vector`` and its envs to a captured state; raises EnvStateUnreadable, before changing anything,
     where the envs are not those the state was captured from (their number or wrappers differ)."""
     saved = snapshot.values["envs"]
-    chains = [_chain(env) for env in vector.envs]
+    chains = [_chain(env) for env in _envs(vector)]
     found = [[_name(layer) for layer in chain] for chain in chains]
     wanted = [[layer["class"] for layer in env] for env in saved]
     if found != wanted:
@@ -81,6 +82,10 @@ def restore(vector: gym.vector.SyncVectorEnv, snapshot: Snapshot) -> None:
     for chain, layers in zip(chains, saved, strict=True):
         for layer, state in zip(chain, layers, strict=True):
             _restore_layer(layer, state["attrs"], blob)
+
+
+def _envs(vector: gym.vector.VectorEnv) -> list[gym.Env]:
+    return list(getattr(vector, "envs", ()))
 
 
 def _chain(env: gym.Env) -> list[Any]:
