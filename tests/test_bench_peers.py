@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-# the sections train on envpool's Hopper and Pong, through MuJoCo and ale-py
-for module in ("stable_baselines3", "envpool", "mujoco", "ale_py"):
+# the sections train on envpool's Hopper and Pong, through MuJoCo and ale-py, and on mpe2's particle worlds
+for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", "mpe2"):
     pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked", "recurrent"]
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked", "recurrent", "multiagent"]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,12 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     recurrent = sections["recurrent"]
     ours, theirs = runs(recurrent, "train", "rlcli")[0]["result"], runs(recurrent, "train", "SB3")[0]["result"]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
+
+    spread = sections["multiagent"]
+    ours, theirs = runs(spread, "train", "rlcli")[0]["result"], runs(spread, "train", "SB3")[0]["result"]
+    # 8 copies of a 3-agent world: rlcli's 8 envs of 3 agent rows each, SuperSuit's 24 agent rows; agent steps
+    assert (ours["n_envs"], theirs["n_envs"]) == (8, 24) and ours["steps"] == theirs["steps"]
+    assert (ours["backend"], theirs["backend"]) == ("pettingzoo", "ConcatVecEnv")
 
     sac = sections["hopper-sac"]
     ours, theirs = runs(sac, "train", "rlcli")[0]["result"], runs(sac, "train", "SB3")[0]["result"]
