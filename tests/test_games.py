@@ -315,13 +315,49 @@ def test_particle_worlds_stepped_directly_equal_pettingzoos_parallel_api(name):
     direct = ParallelVecEnv(name, module, 3, 5, {}, MultiAgentConfig(agent_id=True))
     wrapped = ParallelVecEnv(name, module, 3, 5, {}, MultiAgentConfig(agent_id=True))
     assert direct._worlds is not None
-    wrapped._worlds = None  # PettingZoo's own parallel step
+    direct._batch = None  # each world stepped directly (simple_spread's arrays: the test below)
+    wrapped._worlds = wrapped._batch = None  # PettingZoo's own parallel step
     assert np.array_equal(direct.reset(), wrapped.reset())
     rng = np.random.default_rng(0)
     for _ in range(80):  # three episodes of 25 steps and their resets
         actions = rng.integers(0, direct.single_action_space.n, direct.num_envs)
         for ours, theirs in zip(direct.step(actions), wrapped.step(actions), strict=True):
             assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize(("kwargs", "state"), [({}, True), ({"N": 4, "local_ratio": 0.25, "max_cycles": 30}, False)])
+def test_simple_spread_stepped_as_arrays_equals_mpe2_to_the_bit(kwargs, state):
+    pytest.importorskip("mpe2")
+    from rlcli.envs.parallel import ParallelVecEnv
+    from rlcli.envs.pettingzoo_ids import pettingzoo_module
+
+    name = "mpe2.simple_spread_v3"
+    module = pettingzoo_module(name)
+    batched = ParallelVecEnv(name, module, 5, 3, kwargs, MultiAgentConfig(state=state))
+    wrapped = ParallelVecEnv(name, module, 5, 3, kwargs, MultiAgentConfig(state=state))
+    assert batched._batch is not None
+    wrapped._worlds = wrapped._batch = None  # PettingZoo's own parallel step
+    assert np.array_equal(batched.reset(), wrapped.reset())
+    rng = np.random.default_rng(1)
+    rewards = 0.0
+    for _ in range(100):  # several episodes and their resets; agents pushing each other apart now and then
+        actions = rng.integers(0, 5, batched.num_envs)
+        ours, theirs = batched.step(actions), wrapped.step(actions)
+        for field, mine, mpe2 in zip(ours._fields, ours, theirs, strict=True):
+            assert mine.dtype == mpe2.dtype and np.array_equal(mine, mpe2), field
+        rewards += ours.reward.sum()
+    assert rewards < 0  # a real reward: minus distances and collisions
+
+
+def test_simple_spread_keeps_mpe2s_step_where_it_is_configured_otherwise():
+    pytest.importorskip("mpe2")
+    from rlcli.envs.parallel import ParallelVecEnv
+    from rlcli.envs.pettingzoo_ids import pettingzoo_module
+
+    module = pettingzoo_module("mpe2.simple_spread_v3")
+    for kwargs in ({"continuous_actions": True}, {"terminate_on_success": True}, {"num_agent_neighbors": 1}):
+        env = ParallelVecEnv("mpe2.simple_spread_v3", module, 2, 0, kwargs, MultiAgentConfig())
+        assert env._worlds is not None and env._batch is None, kwargs
 
 
 def test_a_move_the_mask_forbids_is_an_error_naming_it_not_a_lost_game():

@@ -22,6 +22,7 @@ import numpy as np
 from rlcli.config import MultiAgentConfig
 from rlcli.envs.base import StepResult
 from rlcli.envs.layout import GROUP_KEY, PRIVILEGED_KEY, AgentGroup, ObsLayout, flat_space
+from rlcli.envs.spread import SpreadWorlds
 from rlcli.errors import UsageError
 
 
@@ -60,6 +61,8 @@ class ParallelVecEnv:
         # the particle worlds' own env under PettingZoo's AEC-to-parallel layers, stepped directly
         worlds = [particle_world(env) for env in self.envs]
         self._worlds = worlds if all(w is not None for w in worlds) else None
+        # simple_spread's copies as arrays, stepped together (rlcli.envs.spread)
+        self._batch = SpreadWorlds(worlds) if self._worlds is not None and SpreadWorlds.fits(worlds) else None
 
     def _write(self, e: int, obs: dict[str, Any], env: Any) -> None:
         """Env ``e``'s observations into its rows: absent agents read zeros."""
@@ -76,10 +79,14 @@ class ParallelVecEnv:
         for e, env in enumerate(self.envs):
             obs, _ = env.reset(seed=self.seed + e)
             self._write(e, obs, env)
+            if self._batch is not None:
+                self._batch.load(e, self._worlds[e])
         self._over[:] = False
         return self._obs.copy()
 
     def step(self, actions: np.ndarray) -> StepResult:
+        if self._batch is not None:
+            return self._step_batch(actions)
         a, n = self.agents_per_env, self.num_envs
         reward = np.zeros(n, dtype=np.float32)
         terminated = np.zeros(n, dtype=bool)
@@ -107,6 +114,29 @@ class ParallelVecEnv:
                 terms[agent] or truncs[agent] for agent in terms)
         game_over = np.repeat(self._over, a)
         return StepResult(self._obs.copy(), reward, terminated, truncated, reward.copy(), game_over)
+
+    def _step_batch(self, actions: np.ndarray) -> StepResult:
+        """``step`` with every world stepped as arrays: the envs whose episode ended last step start a new
+        one through mpe2 (and are read back in); the others step together."""
+        a, worlds = self.agents_per_env, len(self.envs)
+        starting = self._over.copy()
+        rewards, ended = self._batch.step(np.asarray(actions).reshape(worlds, a))
+        stepped = ~starting
+        rows = self._obs.reshape(worlds, a, -1)
+        obs = self._batch.observations()[stepped]
+        rows[stepped, :, self._agent_span[0]] = obs
+        if self._state:
+            rows[stepped, :, self._spans[PRIVILEGED_KEY]] = obs.reshape(len(obs), 1, a * obs.shape[-1])
+        for e in np.flatnonzero(starting):
+            obs_e, _ = self.envs[e].reset()
+            self._write(e, obs_e, self.envs[e])
+            self._batch.load(e, self._worlds[e])
+        reward = np.where(stepped[:, None], rewards, 0.0).astype(np.float32).reshape(-1)
+        truncated = np.repeat(ended & stepped, a)
+        self._over = ended & stepped
+        game_over = np.repeat(self._over, a)
+        return StepResult(self._obs.copy(), reward, np.zeros(self.num_envs, dtype=bool), truncated, reward.copy(),
+                          game_over)
 
     def _env_action(self, action: np.ndarray) -> Any:
         return int(action) if self._discrete else np.asarray(action)
