@@ -29,11 +29,16 @@ class Adam:
         self.lr, self.eps, self.betas = lr, eps, betas
         self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
-        # float32 step counters on the parameters' device, as the fused kernel reads them
-        self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
         self.fused = _has_fused_kernel(str(self.params[0].device))
         # gradients take their parameter's device and dtype: one group, or torch's grouping clip below
         self._one_group = len({(p.device, p.dtype) for p in self.params}) == 1
+        # float32 step counters on the parameters' device, as the fused kernel reads them; on one device,
+        # views of one tensor, so that a step where every parameter learns counts with one op, not one each
+        devices = {p.device for p in self.params}
+        self._counts = (torch.zeros(len(self.params), dtype=torch.float32, device=self.params[0].device)
+                        if len(devices) == 1 else None)
+        self.steps = (list(self._counts.unbind()) if self._counts is not None else
+                      [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params])
 
     def zero_grad(self) -> None:
         """Drops every gradient (set to None, as torch.optim does by default)."""
@@ -51,7 +56,10 @@ class Adam:
         if not self._one_group:
             return torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-        torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        # a factor of 1 changes no bit; on a CPU reading it costs nothing, and spares a product per tensor
+        if coef.device.type != "cpu" or not float(coef) >= 1.0:
+            torch._foreach_mul_(grads, coef)
         return total
 
     @torch.no_grad()
@@ -65,7 +73,10 @@ class Adam:
         exp_avgs = [self.exp_avgs[i] for i in live]
         exp_avg_sqs = [self.exp_avg_sqs[i] for i in live]
         steps = [self.steps[i] for i in live]
-        torch._foreach_add_(steps, 1)
+        if self._counts is not None and len(live) == len(self.params):
+            self._counts.add_(1)
+        else:
+            torch._foreach_add_(steps, 1)
         beta1, beta2 = self.betas
         if self.fused:
             torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, lr=self.lr, beta1=beta1,
@@ -82,7 +93,7 @@ class Adam:
 
     def state_dict(self) -> dict[str, Any]:
         """torch.optim's layout: per-parameter state under its index, and the hyperparameters."""
-        state = {i: {"step": s, "exp_avg": m, "exp_avg_sq": v}
+        state = {i: {"step": s.clone(), "exp_avg": m, "exp_avg_sq": v}  # a copy: the counters share storage
                  for i, (s, m, v) in enumerate(zip(self.steps, self.exp_avgs, self.exp_avg_sqs, strict=True))
                  if float(s) > 0}
         group = {"lr": self.lr, "betas": self.betas, "eps": self.eps, "weight_decay": 0.0, "amsgrad": False,
