@@ -62,6 +62,7 @@ class ZooAgent(NamedTuple):
     mean_return: float | None
     std_return: float | None
     episodes: int | None
+    rates: dict[str, float]  # a game's: OPPONENT/win, OPPONENT/draw, ... of that evaluation; else empty
 
 
 def zoo_agents(root: Path | None = None) -> list[ZooAgent]:
@@ -75,7 +76,8 @@ def zoo_agents(root: Path | None = None) -> list[ZooAgent]:
         meta, latest = _read_json(path / "meta.json"), _read_json(path / "eval.json").get("latest", {})
         agents.append(ZooAgent(
             path.name, path, str(meta.get("env_id", path.name)), str(meta.get("algo", "?")),
-            meta.get("steps"), latest.get("mean_return"), latest.get("std_return"), latest.get("episodes")))
+            meta.get("steps"), latest.get("mean_return"), latest.get("std_return"), latest.get("episodes"),
+            latest.get("rates", {})))
     return agents
 
 

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from rlcli.cli import app
@@ -30,3 +31,18 @@ def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["env_id"] == "CartPole-v1" and data["episodes"] == 3 and data["mean_return"] >= 475
+
+
+def test_the_zoo_games_list_their_rates_and_play_by_name(monkeypatch):
+    pytest.importorskip("pettingzoo.classic")
+    monkeypatch.delenv("RLCLI_ZOO_DIR", raising=False)
+    agents = {a["name"]: a for a in json.loads(runner.invoke(app, ["zoo", "--json"]).output)}
+    tictactoe, connect_four = agents["tictactoe_v3"]["rates"], agents["connect_four_v3"]["rates"]
+    assert tictactoe["scripted/draw"] >= 0.95 and tictactoe["scripted/loss"] == tictactoe["random/loss"] == 0
+    assert connect_four["random/win"] >= 0.95 and connect_four["scripted/win"] >= 0.70
+    assert agents["Ant-v5"]["mean_return"] >= 3000
+    listed = runner.invoke(app, ["zoo"]).output
+    assert "vs scripted win 0% draw 100% loss 0%" in listed.splitlines()[-1]  # tictactoe_v3, listed last
+    result = runner.invoke(app, ["eval", "tictactoe_v3", "--opponent", "scripted", "-n", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["draw"] == 1.0  # every game against minimax from both seats drawn

@@ -34,6 +34,10 @@ def zoo_command(
 def _score(agent: ZooAgent) -> str:
     if agent.mean_return is None:
         return "not evaluated"
+    if agent.rates:  # a game: win/draw/loss against each evaluation opponent, over both seats
+        opponents = dict.fromkeys(key.split("/")[0] for key in agent.rates)
+        return "; ".join(f"vs {o} win {agent.rates[f'{o}/win']:.0%} draw {agent.rates[f'{o}/draw']:.0%} "
+                         f"loss {agent.rates[f'{o}/loss']:.0%}" for o in opponents)
     std = f" ± {agent.std_return:.2f}" if agent.std_return is not None else ""
     episodes = f" ({agent.episodes} episode{'s' if agent.episodes != 1 else ''})" if agent.episodes else ""
     return f"{agent.mean_return:.2f}{std}{episodes}"
