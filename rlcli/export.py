@@ -62,6 +62,7 @@ class ExportReport(NamedTuple):
     env_id: str
     algo: str
     near_ties: int = 0  # discrete choices that differ where PyTorch's top two were within tolerance
+    sequences: tuple[int, int] | None = None  # a recurrent policy's check: (envs, steps) played in order
 
 
 class ExportCheckError(UsageError):
@@ -149,7 +150,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
-                        loaded.cfg.algo.algo, near_ties)
+                        loaded.cfg.algo.algo, near_ties,
+                        (episodes.starts.shape[1], episodes.starts.shape[0]) if recurrent else None)
 
 
 def default_out(run_dir: Path, fmt: str) -> Path:
