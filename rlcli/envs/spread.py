@@ -38,8 +38,16 @@ class SpreadWorlds:
         self.dim_c = world.dim_c
         sizes = [agent.size for agent in world.agents]
         self.masses = np.array([agent.mass for agent in world.agents])[None, :, None]
-        # a pair's collision distance, as mpe2 adds it: entity_a.size + entity_b.size
-        self.pairs = [(a, b, sizes[a] + sizes[b]) for a in range(self.n_agents) for b in range(a + 1, self.n_agents)]
+        # the pairs of agents in World.apply_environment_force's order (a, then each b > a), with their
+        # collision distance as mpe2 adds it (entity_a.size + entity_b.size)
+        pairs = [(a, b) for a in range(self.n_agents) for b in range(a + 1, self.n_agents)]
+        self.first = np.array([a for a, _ in pairs], dtype=np.intp)
+        self.second = np.array([b for _, b in pairs], dtype=np.intp)
+        self.dist_min = np.array([sizes[a] + sizes[b] for a, b in pairs])[None, :, None]
+        # the forces on agent i in the order mpe2 adds them: -F(j, i) for each j < i, then F(i, b) for each b > i
+        self.terms = np.array([[pairs.index((j, i)) for j in range(i)] + [pairs.index((i, b)) for b in
+                               range(i + 1, self.n_agents)] for i in range(self.n_agents)], dtype=np.intp)
+        self.signs = np.array([[-1.0] * i + [1.0] * (self.n_agents - 1 - i) for i in range(self.n_agents)])[..., None]
         self.collide_at = np.array([[sizes[a] + sizes[b] for b in range(self.n_agents)] for a in range(self.n_agents)])
         self.others = [[o for o in range(self.n_agents) if o != a] for a in range(self.n_agents)]
         self.scenario = scenario
@@ -83,13 +91,13 @@ class SpreadWorlds:
         world's episode was truncated by this step [E])."""
         force = MOVES[actions] * SENSITIVITY + 0.0  # mpe2: p_force = u + noise, noise 0.0
         k = self.contact_margin
-        for a, b, dist_min in self.pairs:  # World.apply_environment_force's order: a, then each b > a
-            delta = self.pos[:, a] - self.pos[:, b]
-            dist = np.sqrt(np.sum(np.square(delta), axis=-1, keepdims=True))
-            penetration = np.logaddexp(0, -(dist - dist_min) / k) * k
-            pair = self.contact_force * delta / dist * penetration
-            force[:, a] = pair + force[:, a]
-            force[:, b] = -pair + force[:, b]
+        delta = self.pos[:, self.first] - self.pos[:, self.second]  # [E, pairs, 2]
+        dist = np.sqrt(np.sum(np.square(delta), axis=-1, keepdims=True))
+        penetration = np.logaddexp(0, -(dist - self.dist_min) / k) * k
+        pair = self.contact_force * delta / dist * penetration
+        terms = pair[:, self.terms] * self.signs  # [E, N, N - 1, 2]: each agent's forces, in mpe2's order
+        for t in range(self.n_agents - 1):
+            force = terms[:, :, t] + force
         self.pos += self.vel * self.dt
         self.vel = self.vel * (1 - self.damping)
         self.vel += (force / self.masses) * self.dt
