@@ -345,30 +345,46 @@ class ActorCritic(nn.Module):
         z = (actions - mean) * torch.exp(-self.log_std)
         return (-0.5 * z.square() - self.log_std - LOG_SQRT_2PI).sum(-1)
 
+    def _parts(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The logits of each action dimension (one Discrete space: the logits themselves, unsplit)."""
+        return (logits,) if len(self.nvec) == 1 else logits.split(self.nvec, dim=-1)
+
     def _categorical_act(self, logits: torch.Tensor, deterministic: bool
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-        actions, log_probs = [], 0
-        for part in logits.split(self.nvec, dim=-1):
+        actions, log_probs = [], []
+        for part in self._parts(logits):
             logp = F.log_softmax(part, dim=-1)
             if deterministic:
                 a = logp.argmax(-1)
             else:  # Gumbel-max: one sample per row without building a distribution
                 a = (logp - torch.log(-torch.log(torch.rand_like(logp)))).argmax(-1)
             actions.append(a)
-            log_probs = log_probs + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
-        return torch.stack(actions, -1), log_probs  # type: ignore[return-value]
+            log_probs.append(logp.gather(-1, a.unsqueeze(-1)).squeeze(-1))
+        if len(actions) == 1:  # no stack and sum of one (the same values, two ops fewer a step)
+            return actions[0].unsqueeze(-1), log_probs[0]
+        return torch.stack(actions, -1), _sum(log_probs)
 
     def _categorical_evaluate(self, logits: torch.Tensor, actions: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor]:
-        log_probs, entropy = 0, 0
-        for i, part in enumerate(logits.split(self.nvec, dim=-1)):
+        log_probs, entropy = [], 0
+        for i, part in enumerate(self._parts(logits)):
             logp = F.log_softmax(part, dim=-1)
-            log_probs = log_probs + logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1)
+            log_probs.append(logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1))
             p_log_p = logp.exp() * logp
             if self.mask_columns is not None:  # over the allowed actions only, as MaskableCategorical
                 p_log_p = torch.where(part > MASKED_LOGIT, p_log_p, 0.0)
             entropy = entropy - p_log_p.sum(-1)
-        return log_probs, entropy  # type: ignore[return-value]
+        return _sum(log_probs), entropy  # type: ignore[return-value]
+
+
+def _sum(terms: list[torch.Tensor]) -> torch.Tensor:
+    """The terms added in order: one term is itself (no op), several as 0 + a + b + ..., as before."""
+    if len(terms) == 1:
+        return terms[0]
+    total = 0 + terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
 
 
 class ActorCriticPolicy(nn.Module):
