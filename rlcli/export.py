@@ -62,7 +62,7 @@ class ExportReport(NamedTuple):
     env_id: str
     algo: str
     near_ties: int = 0  # discrete choices that differ where PyTorch's top two were within tolerance
-    sequences: tuple[int, int] | None = None  # a recurrent policy's check: (envs, steps) played in order
+    sequences: tuple[int, int] | None = None  # a recurrent policy's check: (rows, steps) played in order
 
 
 class ExportCheckError(UsageError):

@@ -378,7 +378,7 @@ class ActorCritic(nn.Module):
 
 
 def _sum(terms: list[torch.Tensor]) -> torch.Tensor:
-    """The terms added in order: one term is itself (no op), several as 0 + a + b + ..., as before."""
+    """The terms added in order, 0 + a + b + ...; one term is itself, without an op."""
     if len(terms) == 1:
         return terms[0]
     total = 0 + terms[0]

@@ -53,11 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zoo", type=Path, default=REPO / "zoo", help="the zoo folder [zoo/]")
     args = parser.parse_args(argv)
     run = RunDir.open(args.run)
+    weights = args.run / "best" / "model.safetensors" if args.best else args.run / "model.safetensors"
+    if not weights.is_file() or not (args.run / "eval.json").is_file():
+        parser.error(f"{args.run} has no {weights.relative_to(args.run)} or no eval.json to ship")
     entry = fresh_evaluation(run, args.best, args.episodes, args.seed)
     out = args.zoo / args.name
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists():  # nothing of an earlier agent of that name stays
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
     shutil.copyfile(args.run / "config.yaml", out / "config.yaml")
-    weights = args.run / "best" / "model.safetensors" if args.best else args.run / "model.safetensors"
     shutil.copyfile(weights, out / "model.safetensors")
     meta = {**run.meta, "steps": entry["step"]}  # the shipped weights' step, as `rlcli zoo` lists it
     which = "the weights of this run's best periodic evaluation" if args.best else "this run's final weights"

@@ -246,8 +246,25 @@ def without_pettingzoo(monkeypatch):
     pettingzoo_ids._bare_names.cache_clear()
 
 
-@pytest.mark.parametrize("env_id", ["mpe2.simple_spread_v3", "pettingzoo.classic.connect_four_v3", "tictactoe_v3"])
+@pytest.mark.parametrize("env_id", ["mpe2.simple_spread_v3", "pettingzoo.classic.connect_four_v3", "tictactoe_v3",
+                                    "simple_spread_v3"])
 def test_a_pettingzoo_id_without_its_packages_names_the_extra(without_pettingzoo, tmp_path, env_id):
     result = runner.invoke(app, ["train", env_id, "--run-dir", str(tmp_path / "r")])
     assert _one_line(result) == (f"error: {env_id} needs PettingZoo, which is not installed: "
                                  "pip install 'rlcli[multiagent]'")
+
+
+def test_other_names_without_pettingzoo_still_get_close_matches(without_pettingzoo):
+    assert unknown_env_message("cartpole_v1").startswith("unknown environment 'cartpole_v1'; did you mean CartPole")
+
+
+def test_a_particle_world_without_mpe2_names_the_extra(monkeypatch):
+    from rlcli.envs import pettingzoo_ids
+
+    pettingzoo_ids._bare_names.cache_clear()
+    monkeypatch.setitem(sys.modules, "mpe2", None)
+    try:
+        assert unknown_env_message("simple_spread_v3") == (
+            "simple_spread_v3 needs PettingZoo, which is not installed: pip install 'rlcli[multiagent]'")
+    finally:
+        pettingzoo_ids._bare_names.cache_clear()

@@ -52,6 +52,15 @@ def test_a_snapshot_fits_only_envs_like_those_it_was_taken_from():
         assert torch.equal(other.state().tensors["bytes"], before.tensors["bytes"])
 
 
+def test_a_snapshot_of_a_vector_env_that_steps_arrays_fits_only_that_kind_of_vector_env():
+    arrays, objects = (make_vec_env(env_id, 2, 0, "gymnasium") for env_id in ("MaskedChoice-v0", "CartPole-v1"))
+    arrays.reset(), objects.reset()
+    with pytest.raises(EnvStateUnreadable, match="the saved envs were a MaskedChoiceVector, this is a SyncVectorEnv"):
+        objects.load_state(arrays.state())
+    with pytest.raises(EnvStateUnreadable, match="the saved envs were a SyncVectorEnv, this is a MaskedChoiceVector"):
+        arrays.load_state(objects.state())
+
+
 def test_state_that_is_not_data_is_named():
     class Holder(gym.Wrapper):
         def __init__(self, env):

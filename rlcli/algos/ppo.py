@@ -380,16 +380,24 @@ class PPO(nn.Module):
                ) -> Iterator[tuple[torch.Tensor, ...]]:
         """Each minibatch of an epoch as ``_rows`` gives it, the rows (or env sequences) in a new random
         order: ``size`` each, or this process's share of ``count`` minibatches split between processes."""
-        order = torch.randperm(n, device=self.device)
+        chunks = self._minibatches(n, size, count)
         if isinstance(batch, SequenceBatch) or count is not None:
-            for index in order.split(size) if count is None else order.tensor_split(count):
+            for index in chunks:
                 yield self._sequences(batch, index) if isinstance(batch, SequenceBatch) else self._rows(batch, index)
             return
-        # the epoch's order gathered once per tensor, each minibatch a slice of it: the rows that a gather
-        # per minibatch would give, for a sixth of the ops
-        shuffled = [t.index_select(0, order) for t in batch]
-        for start in range(0, n, size):
-            yield self._evaluated(*(t[start:start + size] for t in shuffled))
+        # the epoch's rows gathered once per tensor, each minibatch a slice: the rows that a gather per
+        # minibatch would give, for a sixth of the ops
+        shuffled = [t.index_select(0, torch.cat(chunks)) for t in batch]
+        start = 0
+        for index in chunks:
+            yield self._evaluated(*(t[start:start + len(index)] for t in shuffled))
+            start += len(index)
+
+    def _minibatches(self, n: int, size: int, count: int | None) -> tuple[torch.Tensor, ...]:
+        """The row (or env) indices of each minibatch of an epoch, in a new random order: ``size`` each, or
+        this process's share of ``count`` minibatches split between processes."""
+        order = torch.randperm(n, device=self.device)
+        return order.split(size) if count is None else order.tensor_split(count)
 
     def _adapt_learning_rate(self, epoch_kl: torch.Tensor, n_minibatches: int) -> None:
         """The adaptive-KL schedule's next learning rate, from the epoch's mean KL over every process's rows,

@@ -38,7 +38,7 @@ def export_command(
     torch.set_num_threads(1)
     report = export_policy(resolve_run(run), fmt.value, out, best=best, check_batch=check_batch)
     ties = f", {report.near_ties} near-ties" if report.near_ties else ""
-    sequences = (f" in sequence ({report.sequences[0]} envs x {report.sequences[1]} steps from a reset, each "
+    sequences = (f" in sequence ({report.sequences[0]} rows x {report.sequences[1]} steps from a reset, each "
                  "side carrying its own state)" if report.sequences else "")
     diff = float(f"{report.max_abs_diff:.3g}")
     typer.echo(f"Exported {report.algo} {report.env_id} policy -> {report.path} (+ {report.spec_path.name}); "

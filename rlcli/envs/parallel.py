@@ -117,7 +117,9 @@ class ParallelVecEnv:
 
     def _step_batch(self, actions: np.ndarray) -> StepResult:
         """``step`` with every world stepped as arrays: the envs whose episode ended last step start a new
-        one through mpe2 (and are read back in); the others step together."""
+        one through mpe2 (and are read back in); the others step together. mpe2's world objects then hold
+        each episode's first state only: nothing reads them (rendering keeps mpe2's step), and one group
+        of agents (``SpreadWorlds.fits``) has one observation span."""
         a, worlds = self.agents_per_env, len(self.envs)
         starting = self._over.copy()
         rewards, ended = self._batch.step(np.asarray(actions).reshape(worlds, a))

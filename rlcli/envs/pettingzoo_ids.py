@@ -13,6 +13,25 @@ from types import ModuleType
 
 from rlcli.errors import UsageError
 
+# bare names of the environments each package ships (mpe2 1.1, PettingZoo 1.27), to name the extra that a
+# name needs where its package is not installed
+KNOWN_NAMES = {
+    "mpe2": frozenset((
+        "collect_treasure_v1", "simple_adversary_v3", "simple_crypto_v3", "simple_formation_v1", "simple_line_v1",
+        "simple_push_v3", "simple_reference_v3", "simple_speaker_listener_v4", "simple_spread_v3", "simple_tag_v3",
+        "simple_v3", "simple_world_comm_v3",
+    )),
+    "pettingzoo": frozenset((
+        "basketball_pong_v3", "boxing_v2", "chess_v6", "combat_plane_v2", "combat_tank_v2", "connect_four_v3",
+        "cooperative_pong_v6", "double_dunk_v3", "entombed_competitive_v3", "entombed_cooperative_v3",
+        "flag_capture_v2", "foozpong_v3", "go_v5", "hanabi_v5", "ice_hockey_v2", "joust_v3",
+        "knights_archers_zombies_v11", "leduc_holdem_v4", "mario_bros_v3", "maze_craze_v3", "multiwalker_v9",
+        "othello_v3", "pistonball_v6", "pong_v3", "pursuit_v5", "quadrapong_v4", "rps_v2", "space_invaders_v2",
+        "space_war_v2", "surround_v2", "tennis_v3", "texas_holdem_no_limit_v6", "texas_holdem_v4", "tictactoe_v3",
+        "video_checkers_v4", "volleyball_pong_v3", "warlords_v3", "wizard_of_wor_v3",
+    )),
+}
+
 # where bare names are looked for, in this order; mpe2 holds the particle worlds PettingZoo moved out
 PACKAGES = ("pettingzoo.classic", "mpe2", "pettingzoo.butterfly", "pettingzoo.sisl", "pettingzoo.atari")
 _NAME = re.compile(r"[a-z0-9_]+_v\d+")

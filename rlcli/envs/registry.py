@@ -15,16 +15,13 @@ from gymnasium.envs.registration import EnvSpec, parse_env_id
 
 from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
-from rlcli.envs.pettingzoo_ids import is_pettingzoo, pettingzoo_group, resolve_pettingzoo_id
+from rlcli.envs.pettingzoo_ids import KNOWN_NAMES, is_pettingzoo, pettingzoo_group, resolve_pettingzoo_id
 from rlcli.errors import UsageError
 
 ATARI_PREFIX = "ALE/"
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported
 # what each extra installs, as the messages name it
 EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo", "memory": "POPGym", "multiagent": "PettingZoo"}
-# the packages PettingZoo's environments come from, and its names (connect_four_v3) that have no -v suffix
-_PETTINGZOO_PACKAGES = ("pettingzoo", "mpe2")
-_PETTINGZOO_NAME = re.compile(r"[a-z0-9_]+_v\d+")
 _VERSIONED = re.compile(r".+-v\d+")
 # ale-py's spellings: Pong-v5, ALE/Pong-v5, Pong-ram-v5, PongNoFrameskip-v4, PongDeterministic-v4
 _ATARI_ID = re.compile(r"(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?(?:NoFrameskip|Deterministic)?-v\d+")
@@ -185,10 +182,9 @@ def missing_extra(env_id: str) -> str | None:
         return "atari"
     if env_id.startswith(POPGYM_PREFIX) and find_spec("popgym") is None:
         return "memory"
-    package = env_id.split(".", 1)[0] if "." in env_id else None
-    if package in _PETTINGZOO_PACKAGES and find_spec(package) is None:
-        return "multiagent"
-    if _PETTINGZOO_NAME.fullmatch(env_id) and find_spec("pettingzoo") is None:
+    package = env_id.split(".", 1)[0] if "." in env_id else next(
+        (package for package, names in KNOWN_NAMES.items() if env_id in names), None)
+    if package in KNOWN_NAMES and find_spec(package) is None:
         return "multiagent"
     return None
 

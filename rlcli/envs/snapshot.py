@@ -61,7 +61,7 @@ def capture(vector: gym.vector.VectorEnv) -> Snapshot:
     that holds no envs, such as one stepping arrays, is one layer); raises EnvStateUnreadable where some of
     it cannot be read."""
     encoder = _Encoder()
-    values = {"vector": encoder.layer(vector),
+    values = {"vector_class": _name(vector), "vector": encoder.layer(vector),
               "envs": [[{"class": _name(layer), "attrs": encoder.layer(layer)} for layer in _chain(env)]
                        for env in _envs(vector)]}
     blob = np.frombuffer(bytes(encoder.blob), dtype=np.uint8).copy()
@@ -72,6 +72,11 @@ def restore(vector: gym.vector.VectorEnv, snapshot: Snapshot) -> None:
     """Sets ``vector`` and its envs to a captured state; raises EnvStateUnreadable, before changing anything,
     where the envs are not those the state was captured from (their number or wrappers differ)."""
     saved = snapshot.values["envs"]
+    # snapshots from before the class was recorded were all of a SyncVectorEnv
+    saved_class = snapshot.values.get("vector_class", "gymnasium.vector.sync_vector_env.SyncVectorEnv")
+    if saved_class != _name(vector):
+        raise EnvStateUnreadable(f"the saved envs were a {saved_class.rsplit('.', 1)[-1]}, this is a "
+                                 f"{_name(vector).rsplit('.', 1)[-1]}")
     chains = [_chain(env) for env in _envs(vector)]
     found = [[_name(layer) for layer in chain] for chain in chains]
     wanted = [[layer["class"] for layer in env] for env in saved]

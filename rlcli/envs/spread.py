@@ -29,7 +29,7 @@ class SpreadWorlds:
 
     def __init__(self, raws: list[Any]) -> None:
         first = raws[0]
-        world, scenario = first.world, first.scenario
+        world = first.world
         self.n_agents, self.n_landmarks = len(world.agents), len(world.landmarks)
         self.max_cycles = first.max_cycles
         self.local_ratio = float(first.local_ratio)
@@ -50,7 +50,6 @@ class SpreadWorlds:
         self.signs = np.array([[-1.0] * i + [1.0] * (self.n_agents - 1 - i) for i in range(self.n_agents)])[..., None]
         self.collide_at = np.array([[sizes[a] + sizes[b] for b in range(self.n_agents)] for a in range(self.n_agents)])
         self.others = [[o for o in range(self.n_agents) if o != a] for a in range(self.n_agents)]
-        self.scenario = scenario
         e, n = len(raws), self.n_agents
         self.pos = np.zeros((e, n, 2))
         self.vel = np.zeros((e, n, 2))
