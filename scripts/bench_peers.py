@@ -1130,15 +1130,20 @@ def bench_pong(ctx: Context) -> Section:
     return section
 
 
+def train_both_sides(ctx: Context, section: Section, name: str, env: str, steps: int, **options: Any) -> None:
+    """Each seed's ``train`` measurement of the workers ``rlcli-NAME`` and ``sb3-NAME``, with its steady rate."""
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", f"rlcli-{name}"), ("SB3", f"sb3-{name}")):
+            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=env, steps=steps, **options))
+            add_steady(section, side, seed, result)
+
+
 def bench_masked(ctx: Context) -> Section:
     """MaskedChoice-v0 PPO with an action mask, identical hyperparameters, against sb3-contrib's
     MaskablePPO: env steps/s, and the final training return of each side's run."""
     section, budget = Section("masked"), ctx.budgets.masked_steps
-    for seed in ctx.seeds:
-        for side, worker in (("rlcli", "rlcli-masked"), ("SB3", "sb3-masked")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=MASKED_ID, steps=budget))
-            add_steady(section, side, seed, result)
+    train_both_sides(ctx, section, "masked", MASKED_ID, budget)
     section.rows += [
         Row(f"{MASKED_ID} masked PPO (sb3-contrib MaskablePPO), same hyperparameters: env steps/s over "
             f"{budget:,} steps", "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"),
@@ -1152,12 +1157,7 @@ def bench_recurrent(ctx: Context) -> Section:
     """CartPoleNoVel-v1 PPO with an LSTM, identical hyperparameters, against sb3-contrib's RecurrentPPO:
     env steps/s (each side's own thread defaults)."""
     section, budget = Section("recurrent"), ctx.budgets.recurrent_steps
-    for seed in ctx.seeds:
-        for side, worker in (("rlcli", "rlcli-recurrent"), ("SB3", "sb3-recurrent")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=RECURRENT_ID, steps=budget,
-                                                                         quick=ctx.quick))
-            add_steady(section, side, seed, result)
+    train_both_sides(ctx, section, "recurrent", RECURRENT_ID, budget, quick=ctx.quick)
     section.rows += [
         Row(f"{RECURRENT_ID} recurrent PPO, LSTM 64 (sb3-contrib RecurrentPPO), same hyperparameters"
             f"{' (--quick: 1 epoch)' if ctx.quick else ''}: env steps/s over {budget:,} steps", "steps/s",
@@ -1171,11 +1171,7 @@ def bench_multiagent(ctx: Context) -> Section:
     """simple_spread shared-parameter PPO, identical hyperparameters, against SB3 PPO on SuperSuit's
     parameter-sharing vector env: agent steps/s (env steps/s x 3)."""
     section, budget = Section("multiagent"), ctx.budgets.mpe_steps
-    for seed in ctx.seeds:
-        for side, worker in (("rlcli", "rlcli-mpe"), ("SB3", "sb3-mpe")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
-                             lambda seed=seed, worker=worker: run_worker(worker, seed, env=MPE_ID, steps=budget))
-            add_steady(section, side, seed, result)
+    train_both_sides(ctx, section, "mpe", MPE_ID, budget)
     section.rows += [
         Row(f"{MPE_ID} shared-parameter PPO, 3 agents (SB3 PPO on SuperSuit's parameter-sharing vector env), "
             f"same hyperparameters: agent steps/s over {budget:,} agent steps", "steps/s",

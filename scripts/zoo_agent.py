@@ -10,7 +10,6 @@ each of its evaluation opponents, with the win, draw and loss rates), beside the
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -38,9 +37,8 @@ def fresh_evaluation(run: RunDir, best: bool, episodes: int, seed: int) -> dict:
 
 def best_step(run: RunDir) -> int:
     """The step of the best periodic evaluation: the last of the highest, as training keeps it."""
-    history = json.loads((run.path / "eval.json").read_text())["history"]
-    top = max(entry["mean_return"] for entry in history)
-    return [entry["step"] for entry in history if entry["mean_return"] == top][-1]
+    top = max(entry["mean_return"] for entry in run.history)
+    return [entry["step"] for entry in run.history if entry["mean_return"] == top][-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = RunDir.open(args.run)
     weights = args.run / "best" / "model.safetensors" if args.best else args.run / "model.safetensors"
-    if not weights.is_file() or not (args.run / "eval.json").is_file():
+    if not weights.is_file() or not run.history:
         parser.error(f"{args.run} has no {weights.relative_to(args.run)} or no eval.json to ship")
     entry = fresh_evaluation(run, args.best, args.episodes, args.seed)
     out = args.zoo / args.name
@@ -69,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"of them ({args.episodes} {'games from each seat' if 'rates' in entry else 'episodes'}, "
                     f"seed {args.seed})")
     write_json(out / "meta.json", meta)
-    history = json.loads((args.run / "eval.json").read_text()).get("history", [])
-    write_json(out / "eval.json", {"latest": entry, "history": history})
+    write_json(out / "eval.json", {"latest": entry, "history": run.history})
     rates = entry.get("rates", {})
     shown = ", ".join(f"{k} {v:.1%}" for k, v in rates.items() if k.count("/") == 1 and "_" not in k)
     print(f"{out}: {entry['mean_return']:.2f} ± {entry['std_return']:.2f} over {entry['episodes']} "
