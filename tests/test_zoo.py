@@ -33,6 +33,21 @@ def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
     assert data["env_id"] == "CartPole-v1" and data["episodes"] == 3 and data["mean_return"] >= 475
 
 
+@pytest.mark.parametrize("name, env_id, algo, floor", [
+    ("HalfCheetah-v5-sac", "HalfCheetah-v5", "sac", 5000),  # zoo/README.md: 5,127 over 10 episodes
+    ("CartpoleSwingup-v1", "CartpoleSwingup-v1", "ppo", 800),  # DMC's 0-1000 scale; 852 over 10 episodes
+])
+def test_the_zoo_agents_of_the_learning_results_evaluate_as_listed(monkeypatch, name, env_id, algo, floor):
+    pytest.importorskip("envpool")
+    monkeypatch.delenv("RLCLI_ZOO_DIR", raising=False)
+    listed = {a["name"]: a for a in json.loads(runner.invoke(app, ["zoo", "--json"]).output)}[name]
+    assert (listed["env_id"], listed["algo"]) == (env_id, algo) and listed["mean_return"] >= floor
+    result = runner.invoke(app, ["eval", f"zoo:{name}", "--episodes", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["env_id"] == env_id and data["episodes"] == 2 and data["mean_return"] >= floor
+
+
 def test_the_zoo_games_list_their_rates_and_play_by_name(monkeypatch):
     pytest.importorskip("pettingzoo.classic")
     monkeypatch.delenv("RLCLI_ZOO_DIR", raising=False)
