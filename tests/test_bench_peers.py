@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long(seconds=170)
+
 # the sections train on envpool's Hopper and Pong, through MuJoCo and ale-py, and on mpe2's particle worlds
 for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", "mpe2"):
     pytest.importorskip(module)

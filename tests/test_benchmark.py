@@ -21,6 +21,8 @@ from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
 from rlcli.scores import normalization_for, published_for
 
+pytestmark = pytest.mark.long(seconds=130)
+
 runner = CliRunner()
 # tiny PPO runs: 4 envs x 64 steps per update, 2 epochs, 2 evaluation episodes every 512 steps
 TINY = ["--steps", "2048", "-p", "n_envs=4", "-p", "n_steps=64", "-p", "minibatch_size=128", "-p", "n_epochs=2",

@@ -26,6 +26,8 @@ from rlcli.distributed.launch import PEER_LOST_EXIT, failed, without_option
 from rlcli.distributed.world import SINGLE, envs_per_process
 from rlcli.errors import UsageError
 
+pytestmark = pytest.mark.long(seconds=70)
+
 TRAIN = [sys.executable, "-m", "rlcli", "train"]
 # a small CartPole iteration: two processes of two envs x 32 steps, 128 env steps in all
 SMALL = ["CartPole-v1", "--backend", "gymnasium", "--seed", "5", "--eval-every", "0", "--eval-episodes", "2",

@@ -30,12 +30,18 @@ def _clear_caches() -> None:
     registry._register_atari.cache_clear()
 
 
+def _hide(monkeypatch, *packages: str) -> None:
+    """Imports of ``packages`` fail as if they were not installed, submodules an earlier test imported too
+    (``importlib.import_module`` returns those straight from ``sys.modules``)."""
+    for module in [m for m in sys.modules if m.split(".")[0] in packages] + list(packages):
+        monkeypatch.setitem(sys.modules, module, None)
+
+
 @pytest.fixture
 def without_atari_packages(monkeypatch):
     """As on a machine without ale-py and envpool: their imports fail and ale-py's ids are not registered."""
     _clear_caches()
-    monkeypatch.setitem(sys.modules, "ale_py", None)
-    monkeypatch.setitem(sys.modules, "envpool", None)
+    _hide(monkeypatch, "ale_py", "envpool")
     for env_id in [k for k, spec in gym.registry.items() if "ale_py" in str(spec.entry_point)]:
         monkeypatch.delitem(gym.registry, env_id)
     yield
@@ -45,8 +51,7 @@ def without_atari_packages(monkeypatch):
 @pytest.fixture
 def without_mujoco(monkeypatch):
     _clear_caches()
-    monkeypatch.setitem(sys.modules, "mujoco", None)
-    monkeypatch.setitem(sys.modules, "envpool", None)
+    _hide(monkeypatch, "mujoco", "envpool")
     yield
     _clear_caches()
 
@@ -240,8 +245,7 @@ def without_pettingzoo(monkeypatch):
     from rlcli.envs import pettingzoo_ids
 
     pettingzoo_ids._bare_names.cache_clear()
-    for module in ("pettingzoo", "pettingzoo.classic", "mpe2"):
-        monkeypatch.setitem(sys.modules, module, None)
+    _hide(monkeypatch, "pettingzoo", "mpe2")
     yield
     pettingzoo_ids._bare_names.cache_clear()
 
@@ -262,7 +266,7 @@ def test_a_particle_world_without_mpe2_names_the_extra(monkeypatch):
     from rlcli.envs import pettingzoo_ids
 
     pettingzoo_ids._bare_names.cache_clear()
-    monkeypatch.setitem(sys.modules, "mpe2", None)
+    _hide(monkeypatch, "mpe2")
     try:
         assert unknown_env_message("simple_spread_v3") == (
             "simple_spread_v3 needs PettingZoo, which is not installed: pip install 'rlcli[multiagent]'")

@@ -10,6 +10,8 @@ from rlcli.evaluation import match
 from rlcli.rundir import RunDir
 from rlcli.train import train
 
+pytestmark = pytest.mark.long(seconds=450)
+
 pytest.importorskip("pettingzoo.classic")
 
 

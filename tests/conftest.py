@@ -1,0 +1,52 @@
+"""The test session's layout on the cores: pyproject's addopts start one pytest-xdist worker a core (at most 4),
+and each worker keeps to its own share of the cores. rlcli sizes torch's and envpool's threads to the cores a
+process may use (rlcli/threads.py), so a pinned worker trains as a one-core machine would; unpinned, two
+workers would each start a pool of spinning OpenMP threads on the same two cores, 5-7x slower. Subprocesses
+(the CLI, distributed ranks) inherit the worker's cores.
+
+Workers take one test module at a time as they free up, the modules marked ``long`` first, so that their
+tails end together instead of one worker starting a long module when the rest are done."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+
+def _pin_worker() -> None:
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not hasattr(os, "sched_setaffinity"):
+        return
+    cores, index, workers = sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), int(count)
+    if len(cores) < workers:  # fewer cores than workers (e.g. under taskset): they share what there is
+        return
+    share = len(cores) // workers
+    os.sched_setaffinity(0, cores[index * share:(index + 1) * share])
+
+
+_pin_worker()
+# a session started in the background of a non-interactive shell inherits SIGINT ignored, and so would every
+# training subprocess: the Ctrl-C tests then test nothing. Interrupts are what they test, so restore them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "long(seconds): a module of minutes (about SECONDS on the 2-core CI "
+                            "machine); handed out before the others, the longest first")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each module is one unit of work for ``--dist loadgroup`` (its module-scoped fixtures are built once),
+    and the modules marked ``long`` come first, so that no worker starts one when the rest are done."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+    def seconds(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("long")
+        return mark.kwargs.get("seconds", 0) if mark else 0
+
+    items.sort(key=lambda item: -seconds(item))  # stable: otherwise collection order
