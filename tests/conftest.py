@@ -4,8 +4,9 @@ process may use (rlcli/threads.py), so a pinned worker trains as a one-core mach
 workers would each start a pool of spinning OpenMP threads on the same two cores, 5-7x slower. Subprocesses
 (the CLI, distributed ranks) inherit the worker's cores.
 
-Workers take one test module at a time as they free up, the modules marked ``long`` first, so that their
-tails end together instead of one worker starting a long module when the rest are done."""
+Workers take one test module at a time as they free up (``--dist loadfile``: a module's fixtures are built
+once), the modules marked ``long`` first, so that their tails end together instead of one worker starting a
+long module when the rest are done."""
 
 from __future__ import annotations
 
@@ -38,12 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
                             "machine); handed out before the others, the longest first")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each module is one unit of work for ``--dist loadgroup`` (its module-scoped fixtures are built once),
-    and the modules marked ``long`` come first, so that no worker starts one when the rest are done."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    """The modules marked ``long`` first, the longest first, so that no worker starts one when the rest are done."""
 
     def seconds(item: pytest.Item) -> float:
         mark = item.get_closest_marker("long")
