@@ -79,10 +79,11 @@ class LSTMSequence(torch.autograd.Function):
         torch.mul(tanh_g, slope[0], out=by_gate[0])
         torch.mul(c0, slope[1][0], out=by_gate[1][0])
         torch.mul(cells[:-1], slope[1][1:], out=by_gate[1][1:])
-        torch.mul(torch.addcmul(_ONE, tanh_g, tanh_g, value=-1.0), act[0], out=by_gate[2])
+        one = _ONE.to(acts.device)  # CUDA's addcmul takes no CPU scalar as its first argument
+        torch.mul(torch.addcmul(one, tanh_g, tanh_g, value=-1.0), act[0], out=by_gate[2])
         torch.mul(tanh_c, slope[3], out=by_gate[3])
         ctx.resets = resets
-        ctx.save_for_backward(keep, w_hh, h_in, factors, torch.addcmul(_ONE, tanh_c, tanh_c, value=-1.0).mul_(act[3]),
+        ctx.save_for_backward(keep, w_hh, h_in, factors, torch.addcmul(one, tanh_c, tanh_c, value=-1.0).mul_(act[3]),
                               act[1])
         return outs
 

@@ -23,7 +23,7 @@ from waiting import wait_for
 from rlcli.algos.ppo import clipped_surrogate_loss, pooled_standardize, row_mean
 from rlcli.cli import app
 from rlcli.distributed.launch import PEER_LOST_EXIT, failed, without_option
-from rlcli.distributed.world import SINGLE, envs_per_process
+from rlcli.distributed.world import SINGLE, envs_per_process, gpu_of
 from rlcli.errors import UsageError
 
 pytestmark = pytest.mark.long(seconds=70)
@@ -85,6 +85,24 @@ def test_resuming_with_another_number_of_processes_keeps_the_global_batch():
     assert envs_per_process(8, 2, 4) == 4 and envs_per_process(8, 2, 1) == 16 and envs_per_process(8, 1, 8) == 1
     with pytest.raises(UsageError, match="16 envs in all .* 3 processes"):
         envs_per_process(8, 2, 3)
+
+
+def test_each_process_on_a_machine_gets_a_gpu_of_its_own_or_one_line_saying_there_are_too_few():
+    assert [gpu_of(rank, 4, 4) for rank in range(4)] == [0, 1, 2, 3] and gpu_of(1, 2, 8) == 1
+    with pytest.raises(UsageError, match="2 processes on this machine with --device cuda need a GPU each, and "
+                                         "torch sees 1: train with --nproc 1"):
+        gpu_of(0, 2, 1)  # NCCL refuses two processes of a run on one GPU
+
+
+def test_nproc_beyond_the_gpus_is_refused_before_any_process_starts(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    result = CliRunner().invoke(app, ["train", *SMALL, "--nproc", "2", "--run-dir", str(tmp_path / "run")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and lines == ["error: 2 processes on this machine with --device cuda need a GPU "
+                                               "each, and torch sees 1: train with --nproc 1 (or fewer), or on the "
+                                               "CPU with --device cpu"], lines
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_launcher_names_the_process_that_ended_first_of_its_own_accord():

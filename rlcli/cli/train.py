@@ -20,7 +20,7 @@ from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import RunConfig, deep_merge, parse_overrides
 from rlcli.distributed.launch import LAUNCHED, PEER_LOST_EXIT, launch, without_option
-from rlcli.distributed.world import SINGLE, PeerLost, World, envs_per_process, join
+from rlcli.distributed.world import SINGLE, PeerLost, World, check_gpus, envs_per_process, join
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import StorageError, UsageError
@@ -193,6 +193,7 @@ def launch_processes(processes: int, cfg: RunConfig, directory: Path, resume: Pa
     --nproc, with the run directory it chose); the lead prints as one process would. Says which process
     ended a run that failed, with the checkpoint it leaves."""
     check_distributed(cfg)
+    check_gpus(cfg.device, processes)  # before any process starts
     if resume is not None:
         envs_per_process(cfg.algo.n_envs, int(read_meta(resume).get("world_size", 1)), processes)
     args = without_option(argv, "--nproc")

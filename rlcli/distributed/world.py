@@ -44,6 +44,21 @@ def _collective(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def gpu_of(local_rank: int, local_size: int, gpus: int) -> int:
+    """The GPU of the process ``local_rank`` of ``local_size`` on a machine with ``gpus``: one each, since NCCL
+    refuses two processes of a run on one GPU ("Duplicate GPU detected"); a UsageError where there are too few."""
+    if local_size > gpus:
+        raise UsageError(f"{local_size} processes on this machine with --device cuda need a GPU each, and torch "
+                         f"sees {gpus}: train with --nproc {gpus} (or fewer), or on the CPU with --device cpu")
+    return local_rank
+
+
+def check_gpus(device: str, processes: int) -> None:
+    """A UsageError where ``processes`` on this machine training on ``device`` cannot have a GPU each."""
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+        gpu_of(processes - 1, processes, torch.cuda.device_count())
+
+
 @dataclass(frozen=True)
 class World:
     """This process's place among the run's processes (ranks)."""
@@ -61,15 +76,15 @@ class World:
         return self.rank == 0
 
     def device(self, name: str) -> torch.device:
-        """The torch device for ``--device NAME``: with several processes and CUDA, this one's GPU, the
-        local rank modulo the GPUs visible (one each where there are as many)."""
+        """The torch device for ``--device NAME``: with several processes and CUDA, this one's GPU (its local
+        rank); a UsageError where this machine has fewer GPUs than processes."""
         if name == "auto":
             name = "cuda" if torch.cuda.is_available() else "cpu"
         if name == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
         if name != "cuda" or self.size == 1:
             return torch.device(name)
-        device = torch.device("cuda", self.local_rank % torch.cuda.device_count())
+        device = torch.device("cuda", gpu_of(self.local_rank, self.local_size, torch.cuda.device_count()))
         torch.cuda.set_device(device)
         return device
 
