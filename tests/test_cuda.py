@@ -1,7 +1,7 @@
 """The CUDA path: a GPU changes where the tensors live, nothing else. One update equals the CPU's on the same
 batch, a recurrent update replays what the rollout recorded, masks hold, bf16 and ``torch.compile`` train,
-Ctrl-C + resume equals an uninterrupted run, and a run trained on the GPU evaluates and exports on the CPU.
-Skipped where torch sees no CUDA device (CI has none)."""
+Ctrl-C + resume equals an uninterrupted run, self-play, many-agent worlds and a privileged critic train, and a
+run trained on the GPU evaluates and exports on the CPU. Skipped where torch sees no CUDA device (CI has none)."""
 
 import json
 import math
@@ -137,3 +137,47 @@ def test_ctrl_c_then_resume_on_the_gpu_equals_an_uninterrupted_run(tmp_path, mon
         assert _interrupted_then_resumed(cfg, tmp_path / "cut") == 4 * ITERATION
     train(cfg, tmp_path / "cut", resume=True)
     _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+
+
+SMALL = ["--n-envs", "4", "-p", "n_steps=32", "-p", "minibatch_size=64", "-p", "n_epochs=1", "--eval-episodes", "2"]
+
+
+def test_self_play_trains_and_resumes_on_the_gpu_and_its_run_plays_on_the_cpu(tmp_path):
+    pytest.importorskip("pettingzoo.classic")
+    run = tmp_path / "ttt"
+    pool = ["-p", "multiagent.selfplay.snapshot_every=1", "-p", "multiagent.selfplay.pool_size=3"]
+    result = runner.invoke(app, ["train", "tictactoe_v3", "--steps", "256", "--device", "cuda", "--run-dir", str(run),
+                                 *SMALL, *pool])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "512", "--device", "cuda"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "meta.json").read_text())["steps"] >= 512
+    result = runner.invoke(app, ["eval", str(run), "--opponent", "random", "-n", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["opponent"] == "random"
+
+
+@pytest.mark.parametrize(("env_id", "agents"), [("simple_spread_v3", 3), ("mpe2.simple_speaker_listener_v4", 2)],
+                         ids=["shared-policy-central-critic", "groups-of-their-own"])
+def test_many_agent_worlds_train_on_the_gpu(tmp_path, env_id, agents):
+    pytest.importorskip("mpe2")
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", env_id, "--steps", "400", "--device", "cuda", "--run-dir", str(run),
+                                 "--n-envs", "4", "-p", "n_steps=25", "-p", "minibatch_size=100", "-p", "n_epochs=1",
+                                 "--eval-episodes", "2"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["agent_mean_returns"]) == agents
+
+
+def test_a_privileged_critic_trains_on_the_gpu_and_the_exported_actor_needs_no_state(tmp_path):
+    pytest.importorskip("onnxruntime")
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "MaskedChoice-v0", "--steps", "1024", "--device", "cuda", "--run-dir",
+                                 str(run), "-p", "env_kwargs.mask=obs", "-p", "env_kwargs.delayed=true", *SMALL])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["export", str(run)])
+    assert result.exit_code == 0, result.output
+    spec = json.loads((run / "export" / "policy.onnx.json").read_text())
+    assert [i["name"] for i in spec["inputs"]] == ["obs", "action_mask"]
