@@ -20,6 +20,12 @@ envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh
 Files: ``OUT/sb3_runs/ENV__sac__sSEED.json`` per finished seed (its row, every evaluation's returns, both
 sides' settings), then ``OUT/results.json`` and ``results.csv`` from all of them. A finished seed with the
 same settings is skipped when the command is run again; one with other settings is refused.
+
+Resuming: after each evaluation a seed saves SB3's own files (``model.zip``, ``replay_buffer.pkl``) and its
+evaluations so far under ``OUT/sb3_runs/partial/ENV__sac__sSEED/``; running the command again after a stop
+continues from there, with the replay buffer, the optimisers and the temperature, on new episodes (SB3 saves
+no env state or generator), so a resumed seed is not the bits of an uninterrupted one. The record says where
+it resumed. rlcli's side resumes the same way with ``rlcli benchmark ... --save-buffer``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import argparse
 import copy
 import json
 import platform
+import shutil
 import sys
 import time
 from importlib import metadata
@@ -48,6 +55,7 @@ from rlcli.errors import UsageError
 from rlcli.evaluation import EvalResult, evaluate
 
 RUNS = "sb3_runs"
+PARTIAL = "partial"
 EVAL_SEED_OFFSET = 1_000_003  # rlcli.train.set_up seeds its periodic evaluation env with cfg.seed + this
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -141,26 +149,72 @@ def evaluation_env(cfg: RunConfig) -> Any:
     return make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + EVAL_SEED_OFFSET)
 
 
-def make_evaluator(cfg: RunConfig, model: Any, log: Any) -> Any:
+class Progress:
+    """A seed's evaluations so far, its seconds of training before this process, and where it resumed."""
+
+    def __init__(self, evaluations: list[tuple[int, EvalResult, float]] | None = None, seconds: float = 0.0,
+                 resumes: list[int] | None = None) -> None:
+        self.evaluations = evaluations or []
+        self.seconds, self.resumes = seconds, resumes or []
+        self.started = time.perf_counter()
+
+    @property
+    def wall(self) -> float:
+        return self.seconds + time.perf_counter() - self.started
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seconds": self.wall, "resumes": self.resumes,
+                "evaluations": [{"step": step, "seconds": sec, **r.as_dict()} for step, r, sec in self.evaluations]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Progress:
+        evaluations = [(e["step"], EvalResult(returns=e["returns"], lengths=e["lengths"]), e["seconds"])
+                       for e in data["evaluations"]]
+        return cls(evaluations, data["seconds"], data["resumes"])
+
+
+def partial_dir(out: Path, cfg: RunConfig) -> Path:
+    return out / RUNS / PARTIAL / f"{cfg.env.id}__sac__s{cfg.seed}"
+
+
+def save_partial(path: Path, model: Any, progress: Progress, cfg: RunConfig, kwargs: dict[str, Any]) -> None:
+    """SB3's model and replay buffer and the seed's progress, swapped in whole (a stop mid-save keeps the last)."""
+    staging = path.with_name(path.name + ".saving")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save(staging / "model.zip")
+    model.save_replay_buffer(staging / "replay_buffer.pkl")
+    checkpoint.write_json(staging / "progress.json", {"settings": settings(cfg, kwargs), "steps": model.num_timesteps,
+                                                      **progress.as_dict()})
+    old = path.with_name(path.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
+    staging.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def make_evaluator(cfg: RunConfig, model: Any, log: Any, progress: Progress, save: Any) -> Any:
     """An SB3 callback evaluating at every multiple of ``cfg.eval.every`` env steps, after that step's
-    gradient steps (at the start of the next rollout), as rlcli evaluates after its iteration's updates;
-    ``evaluations`` holds (step, EvalResult, seconds)."""
+    gradient steps (at the start of the next rollout), as rlcli evaluates after its iteration's updates,
+    then calling ``save()``; ``progress.evaluations`` holds (step, EvalResult, seconds)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Evaluator(BaseCallback):
         def __init__(self) -> None:
             super().__init__()
             self.env, self.agent = evaluation_env(cfg), SB3Agent(model)
-            self.evaluations: list[tuple[int, EvalResult, float]] = []
-            self.last = 0
+            self.last = progress.evaluations[-1][0] if progress.evaluations else 0
 
         def evaluate_now(self) -> None:
             started = time.perf_counter()
             result = evaluate(self.agent, self.env, cfg.eval.episodes, cfg.eval.deterministic)
             step = self.model.num_timesteps
-            self.evaluations.append((step, result, time.perf_counter() - started))
+            progress.evaluations.append((step, result, time.perf_counter() - started))
             self.last = step
             log(f"seed {cfg.seed}: step {step:,} eval {result.mean:.1f} ± {result.std:.1f}")
+            if step < cfg.algo.steps:
+                save()
 
         def _on_rollout_start(self) -> None:
             every = cfg.eval.every
@@ -173,8 +227,9 @@ def make_evaluator(cfg: RunConfig, model: Any, log: Any) -> Any:
     return Evaluator()
 
 
-def train_seed(cfg: RunConfig, log: Any) -> dict[str, Any]:
-    """One SB3 run to ``cfg.algo.steps`` env steps; returns the seed's record (row, evaluations, settings)."""
+def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
+    """One SB3 run to ``cfg.algo.steps`` env steps, from its partial state under ``out`` where there is one;
+    returns the seed's record (row, evaluations, settings)."""
     from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -183,23 +238,33 @@ def train_seed(cfg: RunConfig, log: Any) -> dict[str, Any]:
     torch.set_num_threads(cfg.torch_threads or 1)
     env = make_vec_env(gymnasium_name(cfg.env.id), n_envs=algo.n_envs, seed=cfg.seed,
                        env_kwargs=dict(cfg.env.kwargs) or None)
-    # a copy: SAC adds its own keys to the policy_kwargs it is given
-    model = SAC("MlpPolicy", env, seed=cfg.seed, device="cpu", **copy.deepcopy(kwargs))
-    evaluator = make_evaluator(cfg, model, log)
-    started = time.perf_counter()
-    model.learn(total_timesteps=algo.steps, callback=evaluator)
+    partial = partial_dir(out, cfg)
+    if (partial / "progress.json").is_file():
+        saved = json.loads((partial / "progress.json").read_text())
+        if saved["settings"] != settings(cfg, kwargs):
+            raise UsageError(f"{partial} ran with other settings; use another --out or delete it")
+        model = SAC.load(partial / "model.zip", env=env, device="cpu")
+        model.load_replay_buffer(partial / "replay_buffer.pkl")
+        progress = Progress.from_dict(saved)
+        progress.resumes.append(model.num_timesteps)
+        log(f"seed {cfg.seed}: resuming at step {model.num_timesteps:,} (new episodes)")
+    else:
+        # a copy: SAC adds its own keys to the policy_kwargs it is given
+        model, progress = SAC("MlpPolicy", env, seed=cfg.seed, device="cpu", **copy.deepcopy(kwargs)), Progress()
+    evaluator = make_evaluator(cfg, model, log, progress, lambda: save_partial(partial, model, progress, cfg, kwargs))
+    model.learn(total_timesteps=algo.steps - model.num_timesteps, callback=evaluator,
+                reset_num_timesteps=not progress.resumes)
     if evaluator.last != model.num_timesteps:
         evaluator.evaluate_now()
-    wall = time.perf_counter() - started
     evaluator.env.close()
     env.close()
-    return record_of(cfg, model.num_timesteps, wall, evaluator.evaluations, kwargs)
+    return record_of(cfg, model.num_timesteps, progress, kwargs)
 
 
-def record_of(cfg: RunConfig, steps: int, wall: float, evaluations: list[tuple[int, EvalResult, float]],
-              kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A finished seed's row in rlcli's results format, its evaluations and both sides' settings. The
-    wall time counts training and evaluations, as rlcli's does."""
+def record_of(cfg: RunConfig, steps: int, progress: Progress, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A finished seed's row in rlcli's results format, its evaluations, where it resumed and both sides'
+    settings. The wall time counts training and evaluations, as rlcli's does."""
+    evaluations, wall = progress.evaluations, progress.wall
     final = evaluations[-1][1]
     row = RunResult(algo="sac", env_id=cfg.env.id, seed=cfg.seed, budget=cfg.algo.steps, status="finished",
                     steps=steps, final_return=final.mean, final_std=final.std,
@@ -207,8 +272,8 @@ def record_of(cfg: RunConfig, steps: int, wall: float, evaluations: list[tuple[i
                     backend=f"SB3 gymnasium (eval: rlcli {resolve_backend(cfg.env.id, cfg.env.backend)})",
                     versions=versions(), git_commit=checkpoint.git_commit(),
                     curve=tuple((step, r.mean) for step, r, _ in evaluations))
-    return {"row": row.model_dump(mode="json"), "settings": settings(cfg, kwargs),
-            "evaluations": [{"step": step, "seconds": seconds, **r.as_dict()} for step, r, seconds in evaluations]}
+    return {"row": row.model_dump(mode="json"), "settings": settings(cfg, kwargs), "resumes": progress.resumes,
+            "evaluations": progress.as_dict()["evaluations"]}
 
 
 def settings(cfg: RunConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -254,8 +319,9 @@ def run(configs: list[RunConfig], out: Path, log: Any) -> list[RunResult]:
         if finished_record(out, cfg) is not None:
             log(f"seed {cfg.seed}: finished before, skipped")
             continue
-        record = train_seed(cfg, log)
+        record = train_seed(cfg, log, out)
         checkpoint.write_json(record_path(out, cfg), record)
+        shutil.rmtree(partial_dir(out, cfg), ignore_errors=True)
         write_table(out)
     return write_table(out)
 

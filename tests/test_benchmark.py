@@ -468,3 +468,16 @@ def test_a_run_trained_by_several_processes_is_one_task_of_their_cpus(tmp_path):
     dry = runner.invoke(app, ["benchmark", "-e", "CartPole-v1", "--seeds", "1", "--nproc", "2", "--workers", "1",
                               "--out", str(tmp_path / "bench"), "--dry-run"])
     assert dry.exit_code == 0 and "1 worker x 1 thread (2 processes each)" in dry.output, dry.output
+
+
+def test_save_buffer_reaches_every_train_command_and_leaves_what_a_result_means_alone(tmp_path):
+    """--save-buffer: a stopped benchmark resumes its SAC runs with their replay buffers (rlcli train
+    --save-buffer); a run trained with or without it means the same."""
+    run = RunSpec(algo="sac", env_id="Pendulum-v1", seed=0, steps=1000)
+    for resume in (False, True):
+        assert "--save-buffer" in train_command(run, TrainOptions(save_buffer=True), tmp_path, resume=resume)
+        assert "--save-buffer" not in train_command(run, TrainOptions(), tmp_path, resume=resume)
+    assert result_settings(TrainOptions(save_buffer=True)) == result_settings(TrainOptions())
+    dry = runner.invoke(app, ["benchmark", "-e", "Pendulum-v1", "-a", "sac", "--seeds", "1", "--save-buffer",
+                              "--out", str(tmp_path / "bench"), "--dry-run"])
+    assert dry.exit_code == 0, dry.output

@@ -60,3 +60,33 @@ def test_sb3_runs_are_an_rlcli_benchmark_directory(tmp_path, capsys):
     assert sb3_runs.main(["--side-by-side", str(rlcli), str(sb3), "--out", str(tmp_path / "both")]) == 0
     text = (tmp_path / "both" / "side_by_side.md").read_text()
     assert "## Curves" in text and "| 200 |" in text and "| 400 |" in text
+
+
+def test_a_stopped_sb3_seed_resumes_from_its_last_evaluation_with_its_replay_buffer(tmp_path, capsys, monkeypatch):
+    sb3_runs, sb3 = script(), tmp_path / "sb3"
+    original = sb3_runs.save_partial
+
+    def save_then_stop(path, model, *args):
+        original(path, model, *args)
+        raise KeyboardInterrupt  # a stop right after the first evaluation's save
+
+    monkeypatch.setattr(sb3_runs, "save_partial", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)])
+    partial = sb3 / "sb3_runs" / "partial" / "Pendulum-v1__sac__s0"
+    saved = json.loads((partial / "progress.json").read_text())
+    assert saved["steps"] == 200 and [e["step"] for e in saved["evaluations"]] == [200]
+    monkeypatch.setattr(sb3_runs, "save_partial", original)
+
+    from stable_baselines3 import SAC
+
+    model = SAC.load(partial / "model.zip")
+    model.load_replay_buffer(partial / "replay_buffer.pkl")
+    assert model.replay_buffer.size() == 200  # every transition before the stop comes back
+
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
+    assert "seed 0: resuming at step 200 (new episodes)" in capsys.readouterr().out
+    (row,) = load_results(sb3)
+    assert row.steps == 400 and [step for step, _ in row.curve] == [200, 400]
+    record = json.loads((sb3 / "sb3_runs" / "Pendulum-v1__sac__s0.json").read_text())
+    assert record["resumes"] == [200] and not partial.exists()

@@ -166,7 +166,8 @@ def train_command(run: RunSpec, options: TrainOptions, run_dir: Path, resume: bo
     """The ``rlcli train`` command line of one run (``resume``: continue the checkpoint in ``run_dir``)."""
     command = [sys.executable, "-m", "rlcli", "train"]
     common = ["--steps", str(run.steps), "--threads", str(options.threads), "--env-threads", str(options.threads),
-              "--device", options.device, *(["--nproc", str(options.nproc)] if options.nproc > 1 else [])]
+              "--device", options.device, *(["--nproc", str(options.nproc)] if options.nproc > 1 else []),
+              *(["--save-buffer"] if options.save_buffer else [])]
     if resume:
         return [*command, "--resume", str(run_dir), *common]
     command += [run.env_id, "--algo", run.algo, "--seed", str(run.seed), "--run-dir", str(run_dir), *common,

@@ -51,6 +51,8 @@ class TrainOptions(Frozen):
     # processes that train each run together (``rlcli train --nproc``), each with ``threads`` threads and its
     # own envs: the run's global batch is nproc times the configured one
     nproc: Annotated[int, Field(gt=0)] = 1
+    # off-policy runs also checkpoint their replay buffer, so a stopped benchmark resumes them with their data
+    save_buffer: bool = False
 
     @property
     def cpus(self) -> int:

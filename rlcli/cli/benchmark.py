@@ -120,11 +120,15 @@ def benchmark(
     eval_episodes: Annotated[int, typer.Option(min=1, help="Episodes per evaluation.")] = 10,
     eval_every: Annotated[Optional[int], typer.Option(
         min=0, help="Env steps between evaluations \\[default: budget / 20].", show_default=False)] = None,
+    save_buffer: Annotated[bool, typer.Option(
+        help="Off-policy runs also checkpoint their replay buffer, so that a stopped benchmark resumes them "
+             "with their data (rlcli train --save-buffer).")] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     options = TrainOptions(params=tuple(params or ()), backend=backend.value, device=device.value, threads=threads,
-                           env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every, nproc=nproc)
+                           env_module=env_module, eval_episodes=eval_episodes, eval_every=eval_every, nproc=nproc,
+                           save_buffer=save_buffer)
     algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
