@@ -79,7 +79,8 @@ class LSTMSequence(torch.autograd.Function):
         torch.mul(tanh_g, slope[0], out=by_gate[0])
         torch.mul(c0, slope[1][0], out=by_gate[1][0])
         torch.mul(cells[:-1], slope[1][1:], out=by_gate[1][1:])
-        one = _ONE.to(acts.device)  # CUDA's addcmul takes no CPU scalar as its first argument
+        # CUDA's addcmul takes no CPU scalar as its first argument
+        one = _ONE if acts.device.type == "cpu" else acts.new_ones(())
         torch.mul(torch.addcmul(one, tanh_g, tanh_g, value=-1.0), act[0], out=by_gate[2])
         torch.mul(tanh_c, slope[3], out=by_gate[3])
         ctx.resets = resets

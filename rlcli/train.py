@@ -286,7 +286,7 @@ def open_sinks(run: RunDir, sinks: list[MetricSink], env: VecEnv, wandb_project:
 def share_agent(agent: Agent, world: World) -> None:
     """The lead's weights, normalisation statistics and optimiser state, on every process: all start alike."""
     model = {k: v.cpu() for k, v in agent.state_dict().items()} if world.lead else None
-    optimizer = optimizer_tensors(agent.optimizers()) if world.lead else None
+    optimizer = {k: v.cpu() for k, v in optimizer_tensors(agent.optimizers()).items()} if world.lead else None
     model, optimizer = world.from_lead((model, optimizer))
     if not world.lead:
         agent.load_state_dict(model)
@@ -509,7 +509,8 @@ def gather_live_state(world: World, snapshot: Snapshot | None, inexact: str | No
                       ) -> tuple[Snapshot | None, str | None]:
     """On the lead, every process's live state as one snapshot of parts ``rank0``, ``rank1``, ... (or None and
     why one of them has none); (None, None) on the others."""
-    gathered = world.to_lead((snapshot, inexact))
+    # on the CPU: a pickled CUDA tensor comes back on the sender's GPU index, which the lead need not have
+    gathered = world.to_lead((None if snapshot is None else snapshot.cpu(), inexact))
     if gathered is None:
         return None, None
     for rank, (part, why) in enumerate(gathered):

@@ -24,13 +24,15 @@ same settings is skipped when the command is run again; one with other settings 
 Resuming: after each evaluation a seed saves SB3's own files (``model.zip``, ``replay_buffer.pkl``) and its
 evaluations so far under ``OUT/sb3_runs/partial/ENV__sac__sSEED/``; running the command again after a stop
 continues from there, with the replay buffer, the optimisers and the temperature, on new episodes (SB3 saves
-no env state or generator), so a resumed seed is not the bits of an uninterrupted one. The record says where
-it resumed. rlcli's side resumes the same way with ``rlcli benchmark ... --save-buffer``.
+no env state or generator: both are seeded from the step), so a resumed seed is not the bits of an
+uninterrupted one. The record says where it resumed. rlcli's side resumes the same way with
+``rlcli benchmark ... --save-buffer``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import platform
@@ -177,8 +179,28 @@ def partial_dir(out: Path, cfg: RunConfig) -> Path:
     return out / RUNS / PARTIAL / f"{cfg.env.id}__sac__s{cfg.seed}"
 
 
+def saved_partial(path: Path) -> Path | None:
+    """The folder of the last whole save of a seed: ``path``, or where a stop between the swap's two renames
+    left it (``progress.json`` is written last, so a staging folder that holds it is whole)."""
+    for candidate in (path, path.with_name(path.name + ".saving"), path.with_name(path.name + ".old")):
+        if (candidate / "progress.json").is_file():
+            return candidate
+    return None
+
+
+def remove_partial(out: Path, cfg: RunConfig) -> None:
+    """A finished seed's saves, and the folder of saves once no seed has one."""
+    path = partial_dir(out, cfg)
+    for suffix in ("", ".saving", ".old"):
+        shutil.rmtree(path.with_name(path.name + suffix), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
+
+
 def save_partial(path: Path, model: Any, progress: Progress, cfg: RunConfig, kwargs: dict[str, Any]) -> None:
-    """SB3's model and replay buffer and the seed's progress, swapped in whole (a stop mid-save keeps the last)."""
+    """SB3's model and replay buffer and the seed's progress, swapped in whole (``saved_partial`` finds the
+    last whole save after a stop at any point). Its seconds are not the run's: they come off its wall time."""
+    started = time.perf_counter()
     staging = path.with_name(path.name + ".saving")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -192,6 +214,7 @@ def save_partial(path: Path, model: Any, progress: Progress, cfg: RunConfig, kwa
         path.rename(old)
     staging.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+    progress.seconds -= time.perf_counter() - started
 
 
 def make_evaluator(cfg: RunConfig, model: Any, log: Any, progress: Progress, save: Any) -> Any:
@@ -236,15 +259,19 @@ def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
     algo: SACConfig = cfg.algo  # type: ignore[assignment]
     kwargs = sb3_sac_kwargs(algo)
     torch.set_num_threads(cfg.torch_threads or 1)
-    env = make_vec_env(gymnasium_name(cfg.env.id), n_envs=algo.n_envs, seed=cfg.seed,
-                       env_kwargs=dict(cfg.env.kwargs) or None)
     partial = partial_dir(out, cfg)
-    if (partial / "progress.json").is_file():
-        saved = json.loads((partial / "progress.json").read_text())
-        if saved["settings"] != settings(cfg, kwargs):
-            raise UsageError(f"{partial} ran with other settings; use another --out or delete it")
-        model = SAC.load(partial / "model.zip", env=env, device="cpu")
-        model.load_replay_buffer(partial / "replay_buffer.pkl")
+    found = saved_partial(partial)
+    saved = json.loads((found / "progress.json").read_text()) if found is not None else None
+    if saved is not None and saved["settings"] != settings(cfg, kwargs):
+        raise UsageError(f"{found} ran with other settings; use another --out or delete it")
+    # a resumed seed's envs and generators start from its step, so its new episodes are not its first ones
+    seed = cfg.seed + (saved["steps"] if saved is not None else 0)
+    env = make_vec_env(gymnasium_name(cfg.env.id), n_envs=algo.n_envs, seed=seed,
+                       env_kwargs=dict(cfg.env.kwargs) or None)
+    if saved is not None:
+        model = SAC.load(found / "model.zip", env=env, device="cpu")
+        model.load_replay_buffer(found / "replay_buffer.pkl")
+        model.set_random_seed(seed)
         progress = Progress.from_dict(saved)
         progress.resumes.append(model.num_timesteps)
         log(f"seed {cfg.seed}: resuming at step {model.num_timesteps:,} (new episodes)")
@@ -252,6 +279,7 @@ def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
         # a copy: SAC adds its own keys to the policy_kwargs it is given
         model, progress = SAC("MlpPolicy", env, seed=cfg.seed, device="cpu", **copy.deepcopy(kwargs)), Progress()
     evaluator = make_evaluator(cfg, model, log, progress, lambda: save_partial(partial, model, progress, cfg, kwargs))
+    progress.started = time.perf_counter()
     model.learn(total_timesteps=algo.steps - model.num_timesteps, callback=evaluator,
                 reset_num_timesteps=not progress.resumes)
     if evaluator.last != model.num_timesteps:
@@ -318,10 +346,11 @@ def run(configs: list[RunConfig], out: Path, log: Any) -> list[RunResult]:
     for cfg in configs:
         if finished_record(out, cfg) is not None:
             log(f"seed {cfg.seed}: finished before, skipped")
+            remove_partial(out, cfg)  # where a stop came between its record and this
             continue
         record = train_seed(cfg, log, out)
         checkpoint.write_json(record_path(out, cfg), record)
-        shutil.rmtree(partial_dir(out, cfg), ignore_errors=True)
+        remove_partial(out, cfg)
         write_table(out)
     return write_table(out)
 

@@ -89,9 +89,10 @@ def test_resuming_with_another_number_of_processes_keeps_the_global_batch():
 
 def test_each_process_on_a_machine_gets_a_gpu_of_its_own_or_one_line_saying_there_are_too_few():
     assert [gpu_of(rank, 4, 4) for rank in range(4)] == [0, 1, 2, 3] and gpu_of(1, 2, 8) == 1
-    with pytest.raises(UsageError, match="2 processes on this machine with --device cuda need a GPU each, and "
+    with pytest.raises(UsageError, match="2 processes on this machine training on CUDA need a GPU each, and "
                                          "torch sees 1: train with --nproc 1"):
         gpu_of(0, 2, 1)  # NCCL refuses two processes of a run on one GPU
+    assert [gpu_of(rank, 2, 1, mapped=True) for rank in range(2)] == [0, 0]  # each sees only its own GPU
 
 
 def test_nproc_beyond_the_gpus_is_refused_before_any_process_starts(tmp_path, monkeypatch):
@@ -99,7 +100,7 @@ def test_nproc_beyond_the_gpus_is_refused_before_any_process_starts(tmp_path, mo
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     result = CliRunner().invoke(app, ["train", *SMALL, "--nproc", "2", "--run-dir", str(tmp_path / "run")])
     lines = result.output.strip().splitlines()
-    assert result.exit_code == 2 and lines == ["error: 2 processes on this machine with --device cuda need a GPU "
+    assert result.exit_code == 2 and lines == ["error: 2 processes on this machine training on CUDA need a GPU "
                                                "each, and torch sees 1: train with --nproc 1 (or fewer), or on the "
                                                "CPU with --device cpu"], lines
     assert not (tmp_path / "run").exists()

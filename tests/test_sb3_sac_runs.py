@@ -35,7 +35,8 @@ def test_sb3_runs_are_an_rlcli_benchmark_directory(tmp_path, capsys):
                                                                                    "finished", 400)
     assert [step for step, _ in row.curve] == [200, 400] and row.final_return == row.curve[-1][1] < 0
     assert row.versions["stable_baselines3"] and row.backend.startswith("SB3")
-    record = json.loads(next((sb3 / "sb3_runs").iterdir()).read_text())
+    record = json.loads((sb3 / "sb3_runs" / "Pendulum-v1__sac__s0.json").read_text())
+    assert not (sb3 / "sb3_runs" / "partial").exists()  # its saves went with the finished seed
     assert record["settings"]["sb3"]["learning_rate"] == 1e-3  # rlcli's Pendulum-v1 entry
     assert [len(e["returns"]) for e in record["evaluations"]] == [2, 2]
 
@@ -89,4 +90,30 @@ def test_a_stopped_sb3_seed_resumes_from_its_last_evaluation_with_its_replay_buf
     (row,) = load_results(sb3)
     assert row.steps == 400 and [step for step, _ in row.curve] == [200, 400]
     record = json.loads((sb3 / "sb3_runs" / "Pendulum-v1__sac__s0.json").read_text())
-    assert record["resumes"] == [200] and not partial.exists()
+    assert record["resumes"] == [200] and not partial.parent.exists()
+    assert row.wall_time_s > saved["seconds"] > 0  # the time before the stop, and the rest
+
+
+def test_a_stop_between_the_saves_two_renames_resumes_from_the_whole_save(tmp_path, monkeypatch):
+    sb3_runs, sb3 = script(), tmp_path / "sb3"
+    original = sb3_runs.save_partial
+
+    def stop_before_the_new_save_moves_in(self, target):
+        if self.name.endswith(".saving"):
+            raise KeyboardInterrupt
+        return Path.replace(self, target)
+
+    def save_twice_then_stop_mid_swap(path, model, *args):
+        original(path, model, *args)  # a whole save at this step
+        monkeypatch.setattr(Path, "rename", stop_before_the_new_save_moves_in)
+        original(path, model, *args)  # the next: the old save moved aside, the new one not yet in place
+
+    monkeypatch.setattr(sb3_runs, "save_partial", save_twice_then_stop_mid_swap)
+    with pytest.raises(KeyboardInterrupt):
+        sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)])
+    monkeypatch.undo()
+    partial = sb3 / "sb3_runs" / "partial" / "Pendulum-v1__sac__s0"
+    assert not partial.exists() and sb3_runs.saved_partial(partial).name.endswith(".saving")
+    assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
+    (row,) = load_results(sb3)
+    assert row.steps == 400 and not partial.parent.exists()

@@ -44,11 +44,15 @@ def _collective(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-def gpu_of(local_rank: int, local_size: int, gpus: int) -> int:
-    """The GPU of the process ``local_rank`` of ``local_size`` on a machine with ``gpus``: one each, since NCCL
-    refuses two processes of a run on one GPU ("Duplicate GPU detected"); a UsageError where there are too few."""
+def gpu_of(local_rank: int, local_size: int, gpus: int, mapped: bool = False) -> int:
+    """The GPU of the process ``local_rank`` of ``local_size`` that sees ``gpus``: one each, since NCCL refuses
+    two processes of a run on one GPU ("Duplicate GPU detected"); a UsageError where there are too few. Where
+    each process was given its own GPUs (``mapped``: CUDA_VISIBLE_DEVICES set by whoever started it), the
+    local rank modulo the GPUs it sees."""
+    if mapped:
+        return local_rank % gpus
     if local_size > gpus:
-        raise UsageError(f"{local_size} processes on this machine with --device cuda need a GPU each, and torch "
+        raise UsageError(f"{local_size} processes on this machine training on CUDA need a GPU each, and torch "
                          f"sees {gpus}: train with --nproc {gpus} (or fewer), or on the CPU with --device cpu")
     return local_rank
 
@@ -84,7 +88,8 @@ class World:
             raise UsageError("--device cuda was asked for, but torch sees no CUDA device; use --device cpu")
         if name != "cuda" or self.size == 1:
             return torch.device(name)
-        device = torch.device("cuda", gpu_of(self.local_rank, self.local_size, torch.cuda.device_count()))
+        device = torch.device("cuda", gpu_of(self.local_rank, self.local_size, torch.cuda.device_count(),
+                                             mapped="CUDA_VISIBLE_DEVICES" in os.environ))
         torch.cuda.set_device(device)
         return device
 

@@ -42,6 +42,9 @@ class Snapshot(NamedTuple):
         return Snapshot({name: part.values for name, part in parts.items()},
                         {f"{name}/{key}": t for name, part in parts.items() for key, t in part.tensors.items()})
 
+    def cpu(self) -> Snapshot:
+        return Snapshot(self.values, {key: t.cpu() for key, t in self.tensors.items()})
+
     def part(self, name: str) -> Snapshot:
         prefix = f"{name}/"
         tensors = {key[len(prefix):]: t for key, t in self.tensors.items() if key.startswith(prefix)}
