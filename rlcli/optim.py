@@ -52,7 +52,7 @@ class Adam:
         tensors by device and dtype (one group here): 145 -> 93 µs for Hopper PPO's 18 tensors."""
         grads = [p.grad for p in self.params if p.grad is not None]
         if not grads:
-            return torch.zeros(())
+            return torch.zeros((), device=self.params[0].device)
         if not self._one_group:
             return torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
