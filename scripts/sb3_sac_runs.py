@@ -176,13 +176,18 @@ class Progress:
 
 
 def partial_dir(out: Path, cfg: RunConfig) -> Path:
-    return out / RUNS / PARTIAL / f"{cfg.env.id}__sac__s{cfg.seed}"
+    return out / RUNS / PARTIAL / record_path(out, cfg).stem
+
+
+def save_folders(path: Path) -> tuple[Path, Path, Path]:
+    """A seed's save, the one being written, and the one it replaces during the swap."""
+    return path, path.with_name(path.name + ".saving"), path.with_name(path.name + ".old")
 
 
 def saved_partial(path: Path) -> Path | None:
     """The folder of the last whole save of a seed: ``path``, or where a stop between the swap's two renames
     left it (``progress.json`` is written last, so a staging folder that holds it is whole)."""
-    for candidate in (path, path.with_name(path.name + ".saving"), path.with_name(path.name + ".old")):
+    for candidate in save_folders(path):
         if (candidate / "progress.json").is_file():
             return candidate
     return None
@@ -191,8 +196,8 @@ def saved_partial(path: Path) -> Path | None:
 def remove_partial(out: Path, cfg: RunConfig) -> None:
     """A finished seed's saves, and the folder of saves once no seed has one."""
     path = partial_dir(out, cfg)
-    for suffix in ("", ".saving", ".old"):
-        shutil.rmtree(path.with_name(path.name + suffix), ignore_errors=True)
+    for folder in save_folders(path):
+        shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(OSError):
         path.parent.rmdir()
 
@@ -201,20 +206,19 @@ def save_partial(path: Path, model: Any, progress: Progress, cfg: RunConfig, kwa
     """SB3's model and replay buffer and the seed's progress, swapped in whole (``saved_partial`` finds the
     last whole save after a stop at any point). Its seconds are not the run's: they come off its wall time."""
     started = time.perf_counter()
-    staging = path.with_name(path.name + ".saving")
+    _, staging, old = save_folders(path)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     model.save(staging / "model.zip")
     model.save_replay_buffer(staging / "replay_buffer.pkl")
+    progress.seconds -= time.perf_counter() - started  # before the progress saved with it reads its wall time
     checkpoint.write_json(staging / "progress.json", {"settings": settings(cfg, kwargs), "steps": model.num_timesteps,
                                                       **progress.as_dict()})
-    old = path.with_name(path.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
     staging.rename(path)
     shutil.rmtree(old, ignore_errors=True)
-    progress.seconds -= time.perf_counter() - started
 
 
 def make_evaluator(cfg: RunConfig, model: Any, log: Any, progress: Progress, save: Any) -> Any:
