@@ -300,6 +300,29 @@ def test_an_interrupted_benchmark_resumes(tmp_path, blocking_env):
     assert steps == sorted(steps) and len(set(steps)) == len(steps)  # continued, not started again
 
 
+def test_a_run_interrupted_on_its_own_is_kept_to_resume_and_the_others_go_on(tmp_path, blocking_env):
+    out = tmp_path / "bench"
+    args = ["benchmark", "--envs", "BlockingCartPole-v0", "--env-module", "blocking_env", "--seeds", "1", "2",
+            "--workers", "1", "--out", str(out), *TINY, "--eval-every", "2048"]
+    first = out / "runs" / "BlockingCartPole-v0__ppo__s1"
+    proc = _start_benchmark(args, blocking_env)
+    os.kill(record(first)["pid"], signal.SIGINT)  # Ctrl-C to that run alone (its own terminal, a process list)
+    blocking_env.touch()
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 1, output
+    assert record(first)["status"] == "interrupted" and record(first)["returncode"] == 130, output
+    assert "interrupted on its own; re-run the benchmark to resume it" in output
+    assert "1 finished, 1 interrupted (re-run to resume them), 0 failed" in output
+    assert record(out / "runs" / "BlockingCartPole-v0__ppo__s2")["status"] == "finished"
+    stopped_at = json.loads((first / "meta.json").read_text())["steps"]
+    assert 0 < stopped_at < 2048
+
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "1 finished already (kept), 1 to resume, 0 to start" in result.output
+    assert json.loads((first / "meta.json").read_text())["resumes"] == [{"step": stopped_at, "exact": True}]
+
+
 def test_a_hangup_stops_the_runs_and_a_second_ctrl_c_terminates_a_stuck_one(tmp_path, blocking_env, monkeypatch):
     monkeypatch.setenv("RLCLI_TEST_STUBBORN", "1")
     out = tmp_path / "bench"

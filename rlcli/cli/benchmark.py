@@ -153,10 +153,13 @@ def benchmark(
     except BenchmarkInterrupted:
         _say(f"\nInterrupted. Re-run the same command to resume; finished runs are kept ({plan.directory}).")
         raise typer.Exit(130) from None
-    failed = [r for r in records if r.status != "finished"]
-    _say(f"{len(records) - len(failed)} finished, {len(failed)} failed in {time.perf_counter() - start:.1f} s. "
+    unfinished = [r for r in records if r.status != "finished"]
+    stopped = sum(r.status == "interrupted" for r in unfinished)
+    counts = f"{len(records) - len(unfinished)} finished, " + (f"{stopped} interrupted (re-run to resume them), "
+                                                               if stopped else "")
+    _say(f"{counts}{len(unfinished) - stopped} failed in {time.perf_counter() - start:.1f} s. "
          f"Results: {report.results_csv}  Report: {report.report}")
-    if failed:
+    if unfinished:
         raise typer.Exit(1)
 
 
