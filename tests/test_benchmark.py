@@ -21,7 +21,7 @@ from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
 from rlcli.scores import normalization_for, published_for
 
-pytestmark = pytest.mark.long(seconds=130)
+pytestmark = pytest.mark.long(seconds=150)
 
 runner = CliRunner()
 # tiny PPO runs: 4 envs x 64 steps per update, 2 epochs, 2 evaluation episodes every 512 steps
@@ -312,7 +312,7 @@ def test_a_run_interrupted_on_its_own_is_kept_to_resume_and_the_others_go_on(tmp
     assert proc.returncode == 1, output
     assert record(first)["status"] == "interrupted" and record(first)["returncode"] == 130, output
     assert "interrupted on its own; re-run the benchmark to resume it" in output
-    assert "1 finished, 1 interrupted (re-run to resume them), 0 failed" in output
+    assert "1 finished, 1 interrupted (re-run to continue them), 0 failed" in output
     assert record(out / "runs" / "BlockingCartPole-v0__ppo__s2")["status"] == "finished"
     stopped_at = json.loads((first / "meta.json").read_text())["steps"]
     assert 0 < stopped_at < 2048

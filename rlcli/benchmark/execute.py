@@ -189,8 +189,10 @@ def _ended(run_dir: Path, record: RunRecord, returncode: int, output: str, secon
         error = None
     elif stopping and returncode in (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL):
         status, error = "interrupted", "interrupted"
-    elif returncode == 130:  # the run alone was stopped (its own Ctrl-C) and kept a checkpoint
-        status, error = "interrupted", "interrupted on its own; re-run the benchmark to resume it"
+    elif returncode == 130:  # the run alone was stopped (its own Ctrl-C)
+        status = "interrupted"
+        error = ("interrupted on its own; re-run the benchmark to resume it" if has_checkpoint(run_dir) else
+                 "interrupted on its own before its first checkpoint; re-run the benchmark to start it again")
     else:
         status = "failed"
         error = workers.last_line(output) if returncode >= 0 else f"killed by signal {-returncode}"

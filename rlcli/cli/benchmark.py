@@ -155,7 +155,7 @@ def benchmark(
         raise typer.Exit(130) from None
     unfinished = [r for r in records if r.status != "finished"]
     stopped = sum(r.status == "interrupted" for r in unfinished)
-    counts = f"{len(records) - len(unfinished)} finished, " + (f"{stopped} interrupted (re-run to resume them), "
+    counts = f"{len(records) - len(unfinished)} finished, " + (f"{stopped} interrupted (re-run to continue them), "
                                                                if stopped else "")
     _say(f"{counts}{len(unfinished) - stopped} failed in {time.perf_counter() - start:.1f} s. "
          f"Results: {report.results_csv}  Report: {report.report}")
