@@ -371,8 +371,9 @@ def curve_rows(rows_a: list[RunResult], rows_b: list[RunResult], env_id: str) ->
 
 def side_by_side(dir_a: Path, dir_b: Path, out: Path) -> Path:
     """``out/side_by_side.md``: rlcli's compare of A with B, then per env both mean curves as a table and,
-    with matplotlib, a figure (``out/figures/``)."""
-    rows_a, rows_b = load_results(dir_a), load_results(dir_b)
+    with matplotlib, a figure (``out/figures/``). Finished runs only, as the compare counts them: a seed
+    still training would pull the curves' means apart from the final returns above them."""
+    rows_a, rows_b = ([r for r in load_results(d) if r.status == "finished"] for d in (dir_a, dir_b))
     lines = [compare(rows_a, rows_b, str(dir_a), str(dir_b)), "", "## Curves", ""]
     for env_id in sorted({r.env_id for r in rows_a} & {r.env_id for r in rows_b}):
         lines += [f"### {env_id}", "", *_table(["env steps", f"A: {dir_a}", f"B: {dir_b}"],

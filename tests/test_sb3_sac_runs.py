@@ -117,3 +117,16 @@ def test_a_stop_between_the_saves_two_renames_resumes_from_the_whole_save(tmp_pa
     assert sb3_runs.main(["Pendulum-v1", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
     (row,) = load_results(sb3)
     assert row.steps == 400 and not partial.parent.exists()
+
+
+def test_the_side_by_side_curves_are_those_of_the_finished_runs(tmp_path):
+    from rlcli.benchmark.results import RunResult, write_results
+
+    def row(seed: int, status: str, returns: tuple[float, float]) -> RunResult:
+        return RunResult(algo="sac", env_id="Hopper-v5", seed=seed, budget=200, status=status, steps=200,
+                         final_return=returns[-1], curve=((100, returns[0]), (200, returns[1])))
+
+    write_results(tmp_path / "a", [row(0, "finished", (10.0, 30.0)), row(1, "running", (1000.0, 3000.0))])
+    write_results(tmp_path / "b", [row(0, "finished", (20.0, 40.0))])
+    text = script().side_by_side(tmp_path / "a", tmp_path / "b", tmp_path / "both").read_text()
+    assert "| 100 | 10.0 ± 0.0 | 20.0 ± 0.0 |" in text and "| 200 | 30.0 ± 0.0 | 40.0 ± 0.0 |" in text
