@@ -49,7 +49,7 @@ from torch import nn
 from rlcli import checkpoint
 from rlcli.algos import resolve
 from rlcli.algos.sac import SACConfig
-from rlcli.benchmark.report import _table, compare, mean_curve, plot_curves
+from rlcli.benchmark.report import _finished, _table, compare, mean_curve, plot_curves
 from rlcli.benchmark.results import RunResult, load_results, write_results
 from rlcli.config import RunConfig, parse_overrides
 from rlcli.envs.registry import gymnasium_name, resolve_backend
@@ -373,7 +373,7 @@ def side_by_side(dir_a: Path, dir_b: Path, out: Path) -> Path:
     """``out/side_by_side.md``: rlcli's compare of A with B, then per env both mean curves as a table and,
     with matplotlib, a figure (``out/figures/``). Finished runs only, as the compare counts them: a seed
     still training would pull the curves' means apart from the final returns above them."""
-    rows_a, rows_b = ([r for r in load_results(d) if r.status == "finished"] for d in (dir_a, dir_b))
+    rows_a, rows_b = _finished(load_results(dir_a)), _finished(load_results(dir_b))
     lines = [compare(rows_a, rows_b, str(dir_a), str(dir_b)), "", "## Curves", ""]
     for env_id in sorted({r.env_id for r in rows_a} & {r.env_id for r in rows_b}):
         lines += [f"### {env_id}", "", *_table(["env steps", f"A: {dir_a}", f"B: {dir_b}"],
