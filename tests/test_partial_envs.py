@@ -1,5 +1,8 @@
 """The velocity-hidden tasks: the same dynamics as their full task, with the velocities read as 0."""
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -38,6 +41,16 @@ def test_the_ids_resolve_train_on_gymnasium_and_use_the_classic_group():
     obs = env.reset()
     assert obs.shape == (2, 4) and np.all(obs[:, [1, 3]] == 0.0)
     env.close()
+
+
+@pytest.mark.parametrize("env_id", ["CartPoleNoVel-v1", "MaskedChoice-v0"])
+def test_rlclis_own_tasks_resolve_and_step_without_importing_envpool(env_id):
+    """envpool cannot have them, and importing it to ask costs a process 1.5-2 s."""
+    code = (f"import sys; from rlcli.envs import make_vec_env; from rlcli.envs.registry import resolve_backend; "
+            f"assert resolve_backend({env_id!r}, 'auto') == 'gymnasium'; env = make_vec_env({env_id!r}, 2, 0); "
+            f"env.reset(); env.close(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'envpool'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_the_state_variant_shows_the_hidden_observation_and_the_full_state_as_two_keys():

@@ -114,9 +114,9 @@ def gymnasium_name(env_id: str) -> str | None:
 
 def resolve_backend(env_id: str, backend: str) -> str:
     """``auto`` picks envpool where it has the task, except classic control, where gymnasium's vector
-    env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k) and envpool's
-    0.75 s import is saved; a PettingZoo environment's is ``pettingzoo``; an id no backend knows is a
-    UsageError."""
+    env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k); for those and for the
+    ids only gymnasium can have (``_gymnasium_only``) envpool is not imported, 1.5-2 s of every process
+    saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError."""
     if is_pettingzoo(env_id):
         if backend != "auto":
             raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
@@ -124,7 +124,7 @@ def resolve_backend(env_id: str, backend: str) -> str:
         return "pettingzoo"
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
-    on_envpool = envpool_name(env_id) is not None
+    on_envpool = not _gymnasium_only(env_id) and envpool_name(env_id) is not None
     on_gym = gymnasium_name(env_id) is not None
     if backend == "envpool" and not on_envpool:
         hint = " (envpool is not installed: pip install 'rlcli[envpool]')" if not envpool_ids() else ""
@@ -145,6 +145,17 @@ def _is_classic_control(env_id: str) -> bool:
     # gym.registry directly: the id check must not import envpool or ale_py, whose cost it saves
     spec = gym.registry.get(env_id)
     return spec is not None and ".classic_control" in str(spec.entry_point)
+
+
+def _gymnasium_only(env_id: str) -> bool:
+    """Whether the id is one that envpool cannot have: rlcli's own tasks (MaskedChoice-v0, the NoVel ones)
+    and POPGym's, which register with gymnasium alone."""
+    if env_id.startswith(POPGYM_PREFIX):
+        return True
+    spec = gym.registry.get(env_id)
+    entry = None if spec is None else spec.entry_point
+    module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return module.startswith("rlcli.")
 
 
 def unknown_env_message(env_id: str) -> str:
