@@ -370,10 +370,11 @@ class ActorCritic(nn.Module):
         for i, part in enumerate(self._parts(logits)):
             logp = F.log_softmax(part, dim=-1)
             log_probs.append(logp.gather(-1, actions[:, i:i + 1].long()).squeeze(-1))
-            p_log_p = logp.exp() * logp
             if self.mask_columns is not None:  # over the allowed actions only, as MaskableCategorical
-                p_log_p = torch.where(part > MASKED_LOGIT, p_log_p, 0.0)
-            entropy = entropy - p_log_p.sum(-1)
+                # zeroed before the exp, whose CPU kernel takes 10x as long on the masked rows' -1e8
+                # (256 x 8: 50 against 4 µs); exp(0) * 0 is the 0 that zeroing after it gave
+                logp = torch.where(part > MASKED_LOGIT, logp, 0.0)
+            entropy = entropy - (logp.exp() * logp).sum(-1)
         return _sum(log_probs), entropy  # type: ignore[return-value]
 
 
