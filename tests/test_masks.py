@@ -13,7 +13,7 @@ from rlcli.agents import check_spaces
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.config import NetworkConfig
 from rlcli.envs import make_vec_env
-from rlcli.envs.layout import ObsLayout, check_masks, network_keys
+from rlcli.envs.layout import ObsFlattener, ObsLayout, check_masks, network_keys
 from rlcli.envs.masked import LENGTH
 from rlcli.errors import UsageError
 from rlcli.nets import MASKED_LOGIT, ActorCritic
@@ -114,6 +114,20 @@ def test_an_all_false_mask_is_one_line_naming_the_step_and_the_env():
     check_masks(np.array([[True, False, False, True]]), [2, 2], 4)
     with pytest.raises(UsageError, match="action mask of env 1 allows no action in action dimension 1 at step 7"):
         check_masks(np.array([[True, False, True, True], [True, True, False, False]]), [2, 2], 7)
+
+
+def test_the_flat_observation_takes_each_key_and_allows_every_action_where_no_mask_was_published():
+    layout = ObsLayout((("observation", 2), ("state", 1), ("action_mask", 3)), "action_mask")
+    flatten = ObsFlattener(layout, gym.spaces.Discrete(3))
+    obs = {"observation": np.array([[0.5, -1.0], [2.0, 3.0]]), "state": np.array([7, 8], np.int64)}
+    mask = np.array([[1, 0, 0], [0, 0, 0]], np.int8)  # row 1 is not published: its zeros are no mask
+    flat = flatten(obs, {"action_mask": mask, "_action_mask": np.array([True, False])})
+    assert flat.dtype == np.float32
+    assert flat.tolist() == [[0.5, -1.0, 7.0, 1.0, 0.0, 0.0], [2.0, 3.0, 8.0, 1.0, 1.0, 1.0]]
+    assert flatten(obs, {})[:, 3:].tolist() == [[1.0] * 3] * 2  # no mask at all this step
+    assert flatten(obs, {"action_mask": mask[[0, 0]]})[:, 3:].tolist() == [[1.0, 0.0, 0.0]] * 2
+    with pytest.raises(UsageError, match="env 1 allows no action at step 3"):
+        flatten(obs, {"action_mask": mask})
 
 
 class _EmptyMaskAtStep2(gym.Env):

@@ -149,6 +149,8 @@ def flat_space(layout: ObsLayout) -> gym.spaces.Box:
 
 def check_masks(masks: np.ndarray, nvec: Sequence[int], step: int) -> None:
     """Raises a UsageError naming the env and ``step`` where a mask allows no action in some dimension."""
+    if len(nvec) == 1 and masks.any(axis=1).all():  # the usual case, in two array ops
+        return
     start = 0
     for dim, n in enumerate(nvec):
         empty = ~masks[:, start:start + n].any(axis=1)
@@ -165,6 +167,7 @@ class ObsFlattener:
     def __init__(self, layout: ObsLayout, action_space: gym.Space) -> None:
         self.layout = layout
         self.nvec = action_nvec(action_space) if layout.mask_key else []
+        self.mask_columns = layout.span(layout.mask_key) if layout.mask_key else None
         self.steps = 0
 
     def __call__(self, obs: np.ndarray | Mapping[str, np.ndarray], info: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -172,18 +175,24 @@ class ObsFlattener:
         False) allow every action."""
         parts = obs if isinstance(obs, Mapping) else {"observation": obs}
         n = len(next(iter(parts.values())))
-        columns = []
+        # each part written into its columns of one new array (a fresh one each step: the rollout keeps it)
+        flat = np.empty((n, self.layout.size), dtype=np.float32)
+        start = 0
         for key, width in self.layout.fields:
+            columns = flat[:, start:start + width]
+            start += width
             if key in parts:
-                columns.append(np.asarray(parts[key], dtype=np.float32).reshape(n, width))
-            else:  # the info mask
-                mask = np.ones((n, width), dtype=np.float32)
-                published = info.get(f"_{key}", np.ones(n, dtype=bool))
-                if MASK_KEY in info:
-                    mask[published] = np.asarray(info[MASK_KEY], dtype=np.float32).reshape(n, width)[published]
-                columns.append(mask)
-        flat = np.concatenate(columns, axis=1)
-        if self.layout.mask_key:
-            check_masks(flat[:, self.layout.span(self.layout.mask_key)] > 0.5, self.nvec, self.steps)
+                columns[:] = np.asarray(parts[key]).reshape(n, width)
+                continue
+            published = info.get(f"_{key}")  # the info mask: rows that lack it allow every action
+            if MASK_KEY not in info:
+                columns[:] = 1.0
+            elif published is None or published.all():
+                columns[:] = np.asarray(info[MASK_KEY]).reshape(n, width)
+            else:
+                columns[:] = 1.0
+                columns[published] = np.asarray(info[MASK_KEY]).reshape(n, width)[published]
+        if self.mask_columns is not None:
+            check_masks(flat[:, self.mask_columns] > 0.5, self.nvec, self.steps)
         self.steps += 1
         return flat
