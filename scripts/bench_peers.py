@@ -125,7 +125,7 @@ MPE_SAME: dict[str, Any] = dict(
     network=dict(trunk="mlp", hidden=[64, 64], activation="tanh", shared=False, ortho_init=True),
 )
 
-RLCLI_PONG_ID = "Pong-v5"  # envpool's id; rlcli's hyperparameters for it are the atari group's
+RLCLI_PONG_ID = "Pong-v5"  # envpool's id; both sides run PONG_CLEANRL's values, not rlcli's entry
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
 
