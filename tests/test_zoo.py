@@ -34,7 +34,7 @@ def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
 
 
 @pytest.mark.parametrize("name, env_id, algo, floor", [
-    ("HalfCheetah-v5-sac", "HalfCheetah-v5", "sac", 5000),  # zoo/README.md: 5,127 over 10 episodes
+    ("HalfCheetah-v5-sac", "HalfCheetah-v5", "sac", 6500),  # 7,042 over 10 episodes (the lowest 6,911)
     ("Hopper-v5-sac", "Hopper-v5", "sac", 3000),  # 3,201 over 10 episodes, each the full 1,000 steps
     ("CartpoleSwingup-v1", "CartpoleSwingup-v1", "ppo", 800),  # DMC's 0-1000 scale; 852 over 10 episodes
     ("BallInCupCatch-v1", "BallInCupCatch-v1", "ppo", 800),  # 918 over 10 episodes
