@@ -34,6 +34,7 @@ from rlcli import interrupts, resume
 from rlcli.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
+from rlcli.allocator import retain_freed_memory
 from rlcli.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
 from rlcli.distributed.world import SINGLE, World, envs_per_process
@@ -163,6 +164,7 @@ def run(session: Session) -> TrainState:
     """Iterates, evaluates and checkpoints a set-up session to its end; closes it whatever happens."""
     # several processes note a Ctrl-C and stop where they agree to (``agree``); one raises it where it lands
     ctrl_c = interrupts.noted(session.on_hold) if session.world.size > 1 else interrupts.not_noted()
+    retain_freed_memory()
     try:
         with flush_denormal(), ctrl_c as interrupted:
             session.interrupted = interrupted
