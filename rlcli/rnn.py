@@ -18,6 +18,8 @@ set to zero there.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from typing import Any
 
 import torch
@@ -47,26 +49,21 @@ class LSTMSequence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, gates_x: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, keep: torch.Tensor,
-                resets: list[bool], w_hh: torch.Tensor) -> torch.Tensor:
+                resets: list[bool], w_hh: torch.Tensor, space: _Workspace) -> torch.Tensor:
         w_hh_t = w_hh.transpose(1, 2).contiguous()  # a product with a transposed view costs 8 against 4.7 µs
         size = h0.shape[-1]
         steps = gates_x.shape[0]
-        acts, tanh_g = torch.empty_like(gates_x), gates_x.new_empty(steps, *h0.shape)
-        cells, tanh_c, outs = torch.empty_like(tanh_g), torch.empty_like(tanh_g), torch.empty_like(tanh_g)
-        gates, kept = torch.empty_like(gates_x[0]), torch.empty_like(h0)  # one step's, reused
-        gate_g = gates[..., 2 * size:3 * size]
-        # each step's views, taken once: a view costs a call as dear as a small op
-        gate = acts.view(steps, *h0.shape[:2], 4, size).unbind(3)
-        i_s, f_s, o_s = gate[0].unbind(0), gate[1].unbind(0), gate[3].unbind(0)
-        storage = zip(gates_x.unbind(0), acts.unbind(0), tanh_g.unbind(0), cells.unbind(0), tanh_c.unbind(0),
-                      outs.unbind(0), strict=True)
+        acts, tanh_g, cells, tanh_c, gates = space.acts, space.tanh_g, space.cells, space.tanh_c, space.gates
+        outs = torch.empty_like(tanh_g)
+        storage = zip(gates_x.unbind(0), space.steps, outs.unbind(0), strict=True)
+        i_s, f_s, o_s = space.i_s, space.f_s, space.o_s
         h, c = h0, c0
-        for t, (gates_t, act_t, g_t, c_t, tc_t, h_t) in enumerate(storage):
+        for t, (gates_t, (act_t, g_t, c_t, tc_t), h_t) in enumerate(storage):
             if resets[t]:
-                h = torch.mul(h, keep[t], out=kept)
+                h = torch.mul(h, keep[t], out=space.kept)
             torch.baddbmm(gates_t, h, w_hh_t, out=gates)
             torch.sigmoid(gates, out=act_t)
-            torch.tanh(gate_g, out=g_t)
+            torch.tanh(space.gate_g, out=g_t)
             c = torch.addcmul(torch.mul(f_s[t], c, out=c_t), i_s[t], g_t, out=c_t)
             h = torch.mul(o_s[t], torch.tanh(c, out=tc_t), out=h_t)
         # the hidden state that entered each step: the previous step's output, zero where an episode starts
@@ -74,8 +71,8 @@ class LSTMSequence(torch.autograd.Function):
         # d gates = [dc * g i', dc * c_in f', dc * i (1 - g^2), dh * tanh(c) o'] and dc += dh * o (1 - tanh(c)^2);
         # f' is 0 where the cell state entering is dropped, so c_in needs no mask
         slopes = (1.0 - acts).mul_(acts)  # sigmoid'
-        factors = torch.empty_like(acts)
-        by_gate, slope, act = (v.view(steps, *h0.shape[:2], 4, size).unbind(3) for v in (factors, slopes, acts))
+        factors, by_gate, act = space.factors, space.by_gate, space.gate
+        slope = slopes.view(steps, *h0.shape[:2], 4, size).unbind(3)
         torch.mul(tanh_g, slope[0], out=by_gate[0])
         torch.mul(c0, slope[1][0], out=by_gate[1][0])
         torch.mul(cells[:-1], slope[1][1:], out=by_gate[1][1:])
@@ -83,23 +80,24 @@ class LSTMSequence(torch.autograd.Function):
         one = _ONE if acts.device.type == "cpu" else acts.new_ones(())
         torch.mul(torch.addcmul(one, tanh_g, tanh_g, value=-1.0), act[0], out=by_gate[2])
         torch.mul(tanh_c, slope[3], out=by_gate[3])
-        ctx.resets = resets
-        ctx.save_for_backward(keep, w_hh, h_in, factors, torch.addcmul(one, tanh_c, tanh_c, value=-1.0).mul_(act[3]),
-                              act[1])
+        ctx.resets, ctx.space = resets, space
+        space.owner = weakref.ref(ctx)  # alive while a graph holds this sequence for its backward
+        ctx.save_for_backward(keep, w_hh, h_in, factors,
+                              torch.addcmul(one, tanh_c, tanh_c, value=-1.0, out=space.cell_slope).mul_(act[3]),
+                              space.forget.copy_(act[1]))
         return outs
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        keep, w_hh, hs, factors, cell_slope, forget = ctx.saved_tensors
+        keep, w_hh, hs, factors, _, _ = ctx.saved_tensors
         steps, members, batch, size = hs.shape
+        space = ctx.space  # per step: the three gates that dc drives, then o, which dh drives
+        space.owner = None
+        by_dc, by_dh, slopes, forgets = space.by_dc, space.by_dh, space.slopes, space.forgets
         grad_gates = torch.empty_like(factors)
-        # per step: the three gates that dc drives, then o, which dh drives
-        by_dc = factors.view(steps, members, batch, 4, size)[:, :, :, :3].unbind(0)
-        by_dh = factors[..., 3 * size:].unbind(0)
         into_dc = grad_gates.view(steps, members, batch, 4, size)[:, :, :, :3].unbind(0)
         into_dh = grad_gates[..., 3 * size:].unbind(0)
-        grads, slopes, forgets, keeps, rows = (grad_out.unbind(0), cell_slope.unbind(0), forget.unbind(0),
-                                               keep.unbind(0), grad_gates.unbind(0))
+        grads, keeps, rows = grad_out.unbind(0), keep.unbind(0), grad_gates.unbind(0)
         dh, dh_next = grads[-1], torch.empty_like(hs[0])
         dc = torch.zeros_like(hs[0])
         for t in range(steps - 1, -1, -1):
@@ -114,10 +112,58 @@ class LSTMSequence(torch.autograd.Function):
             else:
                 dh = torch.bmm(rows[t], w_hh) if t == 0 else torch.baddbmm(grads[t - 1], rows[t], w_hh, out=dh_next)
         grad_w = _weight_grad(grad_gates, hs) if ctx.needs_input_grad[5] else None
-        return grad_gates, dh, dc, None, None, grad_w
+        return grad_gates, dh, dc, None, None, grad_w, None
 
 
 _ONE = torch.ones(())  # 1 - x * x in one op, as addcmul(1, x, x, value=-1)
+
+
+class _Workspace:
+    """Storage that ``LSTMSequence`` writes for one sequence (gate activations, the tanh of g, cell states
+    and their tanh; the backward's factors, cell slopes and forget gates) with each step's views of it: an
+    update replays sequences of one shape epoch after epoch, and a sequence's step views cost a call per
+    step and buffer (12 µs for 32 steps), so they are taken once per shape. The outputs and the hidden
+    states saved for the backward are new tensors every call. ``owner``: the sequence whose backward has
+    yet to read it, while a graph holds that sequence; another sequence then gets storage of its own."""
+
+    owner: weakref.ref[Any] | None = None
+
+    def __init__(self, gates_x: torch.Tensor, h0: torch.Tensor) -> None:
+        steps, size = gates_x.shape[0], h0.shape[-1]
+        by_gate = (steps, *h0.shape[:2], 4, size)
+        self.acts, self.tanh_g = torch.empty_like(gates_x), gates_x.new_empty(steps, *h0.shape)
+        self.cells, self.tanh_c = torch.empty_like(self.tanh_g), torch.empty_like(self.tanh_g)
+        self.gates, self.kept = torch.empty_like(gates_x[0]), torch.empty_like(h0)  # one step's, reused
+        self.gate_g = self.gates[..., 2 * size:3 * size]
+        self.gate = self.acts.view(by_gate).unbind(3)
+        self.i_s, self.f_s, self.o_s = self.gate[0].unbind(0), self.gate[1].unbind(0), self.gate[3].unbind(0)
+        self.steps = list(zip(self.acts.unbind(0), self.tanh_g.unbind(0), self.cells.unbind(0),
+                              self.tanh_c.unbind(0), strict=True))
+        self.factors = torch.empty_like(gates_x)
+        self.by_gate = self.factors.view(by_gate).unbind(3)
+        self.by_dc = self.factors.view(by_gate)[:, :, :, :3].unbind(0)
+        self.by_dh = self.factors[..., 3 * size:].unbind(0)
+        self.cell_slope, self.forget = torch.empty_like(self.tanh_g), torch.empty_like(self.tanh_g)
+        self.slopes, self.forgets = self.cell_slope.unbind(0), self.forget.unbind(0)
+
+
+_WORKSPACES: dict[tuple[Any, ...], _Workspace] = {}
+MAX_WORKSPACES = 4  # an update's shapes: its minibatches', and a shorter last one
+
+
+def _workspace(gates_x: torch.Tensor, h0: torch.Tensor) -> _Workspace:
+    """This thread's workspace for sequences of this shape, type and device (the first made dropped beyond
+    ``MAX_WORKSPACES``), or new storage where that one awaits a backward (a second forward before it, as
+    in a numerical gradient check)."""
+    key = (threading.get_ident(), tuple(gates_x.shape), tuple(h0.shape), gates_x.dtype, gates_x.device)
+    space = _WORKSPACES.get(key)
+    if space is None:
+        if len(_WORKSPACES) >= MAX_WORKSPACES:
+            del _WORKSPACES[next(iter(_WORKSPACES))]
+        space = _WORKSPACES[key] = _Workspace(gates_x, h0)
+    elif space.owner is not None and space.owner() is not None:
+        space = _Workspace(gates_x, h0)
+    return space
 
 
 def gru_cell(gates_x: torch.Tensor, h: torch.Tensor, w_hh_t: torch.Tensor, b_hh: torch.Tensor
@@ -207,8 +253,8 @@ def lstm_sequence(x: torch.Tensor, state: torch.Tensor, keep: torch.Tensor, w_ih
     if any(resets):  # the forget gate drops the cell state where an episode starts (see LSTMSequence)
         with torch.no_grad():  # nothing saved gates_x, and LSTMSequence's gradient there is already 0
             gates_x[..., size:2 * size].masked_fill_(keep == 0, -math.inf)
-    return LSTMSequence.apply(gates_x, state[..., :size].contiguous(), state[..., size:].contiguous(), keep,
-                              resets, w_hh)
+    h0, c0 = state[..., :size].contiguous(), state[..., size:].contiguous()
+    return LSTMSequence.apply(gates_x, h0, c0, keep, resets, w_hh, _workspace(gates_x, h0))
 
 
 def gru_sequence(x: torch.Tensor, state: torch.Tensor, keep: torch.Tensor, w_ih: torch.Tensor,

@@ -98,3 +98,23 @@ def test_a_reset_cuts_the_gradient_to_what_came_before():
     starts[4] = True
     ours.replay(x, torch.zeros(MEMBERS, 1, ours.state_size, dtype=torch.double), starts)[:, 4:].sum().backward()
     assert x.grad[:, :4].abs().max() == 0 and x.grad[:, 4:].abs().min() > 0
+
+
+def test_sequences_replayed_before_a_backward_leave_its_gradients_alone():
+    """The LSTM's storage is kept between sequences of a shape; a second sequence, or one without
+    gradients, computed before the first one's backward must not change that backward's result."""
+    ours, _ = _pair("lstm")
+    x, state, starts = _inputs(ours.state_size)
+    ours.replay(x, state, starts).sum().backward()
+    alone = ours.w_hh.grad.clone()
+    ours.zero_grad()
+    first = ours.replay(x, state, starts)
+    ours.replay(x.flip(1), state, starts).sum().backward()
+    with torch.no_grad():
+        ours.replay(-x, state, starts)
+    ours.zero_grad()
+    first.sum().backward()
+    assert torch.equal(ours.w_hh.grad, alone)
+    ours.zero_grad()
+    ours.replay(x, state, starts).sum().backward()  # the kept storage, once nothing awaits it
+    assert torch.equal(ours.w_hh.grad, alone)
