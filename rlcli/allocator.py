@@ -3,9 +3,9 @@
 glibc's malloc serves a block above its mmap threshold (128 KiB at first, rising with what is freed) with
 fresh pages, and gives the top of its heap back to the system once more than its trim threshold is free
 there. A training step allocates and frees tensors of a few hundred KiB in every minibatch, so many came
-back as new pages, each faulted in on its first write: 2,100-3,000 page faults an iteration of the
-recurrent PPO on CartPoleNoVel-v1 (8 envs x 32 steps, 20 epochs), 78 against 70 ms an iteration without
-them. Both thresholds set (one alone stops the other's adjustment, and faulted 22,000 times an
+back as new pages, each faulted in on its first write: 2,100-5,100 page faults an iteration of the
+recurrent PPO on CartPoleNoVel-v1 (8 envs x 32 steps, 20 epochs), 76-82 ms an iteration against 70-75
+without them. Both thresholds set (one alone stops the other's adjustment, and faulted 22,000 times an
 iteration), blocks below 32 MiB come from the heap, and up to 256 MiB of it stays free before any is
 returned. Allocation policy only: every computed value is the same.
 """

@@ -3,8 +3,8 @@ in again page by page."""
 
 from __future__ import annotations
 
+import platform
 import resource
-import sys
 
 import pytest
 import torch
@@ -20,7 +20,7 @@ def _churn() -> None:
     del blocks
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_freed_blocks_are_reused_without_page_faults() -> None:
     # without the thresholds the second round faulted 8,162 times here: each block's pages came back fresh
     assert retain_freed_memory()
