@@ -57,10 +57,11 @@ def test_the_state_variant_shows_the_hidden_observation_and_the_full_state_as_tw
     env, full = gym.make("CartPoleNoVelState-v1"), gym.make("CartPole-v1")
     obs, _ = env.reset(seed=4)
     full_obs, _ = full.reset(seed=4)
-    for _ in range(20):
+    for t in range(20):  # alternate pushes: the pole stays up, and no step follows the episode's end
         assert np.array_equal(obs["state"], full_obs) and np.array_equal(obs["observation"], full_obs * [1, 0, 1, 0])
-        obs, *_ = env.step(1)
-        full_obs, *_ = full.step(1)
+        obs, _, terminated, *_ = env.step(t % 2)
+        full_obs, *_ = full.step(t % 2)
+        assert not terminated
     vec = make_vec_env("CartPoleNoVelState-v1", 2, 0)
     assert vec.obs_layout.fields == (("observation", 4), ("state", 4)) and vec.reset().shape == (2, 8)
     vec.close()
