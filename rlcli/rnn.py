@@ -89,10 +89,13 @@ class LSTMSequence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # the cell slopes and forget gates are saved for autograd's check that nothing overwrote them; their
+        # step views are the workspace's
         keep, w_hh, hs, factors, _, _ = ctx.saved_tensors
         steps, members, batch, size = hs.shape
-        space = ctx.space  # per step: the three gates that dc drives, then o, which dh drives
+        space = ctx.space
         space.owner = None
+        # per step: the three gates that dc drives, then o, which dh drives
         by_dc, by_dh, slopes, forgets = space.by_dc, space.by_dh, space.slopes, space.forgets
         grad_gates = torch.empty_like(factors)
         into_dc = grad_gates.view(steps, members, batch, 4, size)[:, :, :, :3].unbind(0)
@@ -140,8 +143,8 @@ class _Workspace:
         self.steps = list(zip(self.acts.unbind(0), self.tanh_g.unbind(0), self.cells.unbind(0),
                               self.tanh_c.unbind(0), strict=True))
         self.factors = torch.empty_like(gates_x)
-        self.by_gate = self.factors.view(by_gate).unbind(3)
-        self.by_dc = self.factors.view(by_gate)[:, :, :, :3].unbind(0)
+        factors = self.factors.view(by_gate)
+        self.by_gate, self.by_dc = factors.unbind(3), factors[:, :, :, :3].unbind(0)
         self.by_dh = self.factors[..., 3 * size:].unbind(0)
         self.cell_slope, self.forget = torch.empty_like(self.tanh_g), torch.empty_like(self.tanh_g)
         self.slopes, self.forgets = self.cell_slope.unbind(0), self.forget.unbind(0)
