@@ -588,7 +588,8 @@ def sb3_vector_env(env_id: str, n_envs: int) -> Any:
     as an SB3 VecEnv, under SB3's VecMonitor for episode statistics. SB3 starts a new episode within the
     step that ends one, the final observation in that env's info; the vector env resets on the next step,
     so the adapter resets the rows that ended at once (``reset_mask``). ``action_masks()`` is
-    sb3-contrib's hook: the mask published in info with the latest observations."""
+    sb3-contrib's hook: the mask published in info with the latest observations (None where the env
+    publishes none)."""
     import gymnasium as gym
     from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 
@@ -603,7 +604,7 @@ def sb3_vector_env(env_id: str, n_envs: int) -> Any:
         def reset(self) -> Any:
             obs, info = self.venv.reset(seed=self._seeds[0])
             self._reset_seeds()
-            self.masks = info["action_mask"].astype(bool)
+            self._read_masks(info)
             return obs
 
         def step_async(self, actions: Any) -> None:
@@ -618,8 +619,11 @@ def sb3_vector_env(env_id: str, n_envs: int) -> Any:
                     infos[i] = {"terminal_observation": obs[i],
                                 "TimeLimit.truncated": bool(truncated[i] and not terminated[i])}
                 obs, info = self.venv.reset(options={"reset_mask": dones})
-            self.masks = info["action_mask"].astype(bool)
+            self._read_masks(info)
             return obs, rewards, dones, infos
+
+        def _read_masks(self, info: dict[str, Any]) -> None:
+            self.masks = info["action_mask"].astype(bool) if "action_mask" in info else None
 
         def action_masks(self) -> Any:
             return self.masks
@@ -672,9 +676,9 @@ def worker_rlcli_recurrent(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
     """sb3-contrib's RecurrentPPO with rlcli's CartPoleNoVel-v1 values (LSTM 64, a critic LSTM of its own,
-    the trunk's layers as its net_arch, which RecurrentPPO places after the LSTM), steps/s."""
+    the trunk's layers as its net_arch, which RecurrentPPO places after the LSTM), on the task's vector env
+    (the one rlcli steps), steps/s."""
     from sb3_contrib import RecurrentPPO
-    from stable_baselines3.common.env_util import make_vec_env
 
     import rlcli.envs.partial  # noqa: F401  (registers the task)
 
@@ -683,7 +687,7 @@ def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
     kwargs["policy_kwargs"].update(lstm_hidden_size=cfg.network.recurrent_size,
                                    enable_critic_lstm=not cfg.network.shared, shared_lstm=cfg.network.shared)
     kwargs["policy_kwargs"].pop("log_std_init")  # Discrete actions
-    env = make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed)
+    env = sb3_vector_env(args.env, cfg.n_envs)
     return sb3_ppo_throughput(RecurrentPPO("MlpLstmPolicy", env, seed=args.seed, **kwargs), args.steps)
 
 

@@ -80,6 +80,8 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     recurrent = sections["recurrent"]
     ours, theirs = runs(recurrent, "train", "rlcli")[0]["result"], runs(recurrent, "train", "SB3")[0]["result"]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
+    # the task's vector env on both sides, as for the masked task (test_partial_envs.py)
+    assert (ours["backend"], theirs["backend"]) == ("gymnasium", "SB3VectorEnv")
 
     spread = sections["multiagent"]
     ours, theirs = runs(spread, "train", "rlcli")[0]["result"], runs(spread, "train", "SB3")[0]["result"]

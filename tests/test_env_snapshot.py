@@ -13,10 +13,11 @@ from rlcli.envs import make_vec_env
 from rlcli.envs.snapshot import EnvStateUnreadable, capture, restore
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "CartPoleNoVelState-v1", "Hopper-v5", "Ant-v5"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "CartPoleNoVel-v1", "CartPoleNoVelState-v1", "Hopper-v5", "Ant-v5"])
 def test_an_env_snapshot_loaded_into_fresh_envs_steps_on_the_same(env_id):
     """Ant reads a body's position, which MuJoCo derives from the state, before it steps: the snapshot keeps
-    the derived arrays too. CartPoleNoVelState-v1's observations are dicts."""
+    the derived arrays too. CartPoleNoVelState-v1's observations are dicts; CartPoleNoVel-v1 steps arrays,
+    each env's generator among them."""
     if env_id in ("Hopper-v5", "Ant-v5"):
         pytest.importorskip("mujoco")
     envs = make_vec_env(env_id, 3, 0, "gymnasium")
@@ -43,7 +44,7 @@ def test_an_env_snapshot_loaded_into_fresh_envs_steps_on_the_same(env_id):
 def test_a_snapshot_fits_only_envs_like_those_it_was_taken_from():
     saved = make_vec_env("CartPole-v1", 2, 0, "gymnasium")
     saved.reset()
-    for other in (make_vec_env("CartPole-v1", 3, 0, "gymnasium"), make_vec_env("CartPoleNoVel-v1", 2, 0, "gymnasium")):
+    for other in (make_vec_env("CartPole-v1", 3, 0, "gymnasium"), make_vec_env("PendulumNoVel-v1", 2, 0, "gymnasium")):
         other.reset()
         before = other.state()
         with pytest.raises(EnvStateUnreadable, match="the saved envs were 2 of TimeLimit < OrderEnforcing"):

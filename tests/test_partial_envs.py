@@ -1,4 +1,5 @@
-"""The velocity-hidden tasks: the same dynamics as their full task, with the velocities read as 0."""
+"""The velocity-hidden tasks: the same dynamics as their full task, with the velocities read as 0;
+CartPoleNoVel-v1's vector env gives the episodes of the per-env task to the bit."""
 
 import subprocess
 import sys
@@ -6,8 +7,10 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcli.envs import make_vec_env
+from rlcli.envs.partial import CartPoleNoVelVector
 from rlcli.envs.registry import env_group, resolve_backend, resolve_env_id
 
 
@@ -65,3 +68,46 @@ def test_the_state_variant_shows_the_hidden_observation_and_the_full_state_as_tw
     vec = make_vec_env("CartPoleNoVelState-v1", 2, 0)
     assert vec.obs_layout.fields == (("observation", 4), ("state", 4)) and vec.reset().shape == (2, 8)
     vec.close()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 20}, {"sutton_barto_reward": True}])
+def test_the_vector_env_gives_the_per_env_tasks_episodes_to_the_bit(kwargs):
+    """Seeds, dynamics, ends, the time limit (20 steps: many truncations), Sutton and Barto's rewards and
+    next-step auto-resets, over 3,000 steps of 8 envs that mostly act at random."""
+    vector = gym.make_vec("CartPoleNoVel-v1", 8, vectorization_mode="vector_entry_point", **kwargs)
+    per_env = SyncVectorEnv([lambda: gym.make("CartPoleNoVel-v1", **kwargs) for _ in range(8)],
+                            autoreset_mode=AutoresetMode.NEXT_STEP)
+    assert isinstance(vector, CartPoleNoVelVector)
+    assert (vector.single_observation_space, vector.single_action_space) == (
+        per_env.single_observation_space, per_env.single_action_space)
+    first, second = vector.reset(seed=7), per_env.reset(seed=7)
+    assert np.array_equal(first[0], second[0]) and first[0].dtype == second[0].dtype == np.float32
+    rng = np.random.default_rng(0)
+    ends = 0
+    for t in range(3_000):
+        actions = rng.integers(0, 2, 8) if t % 3 else np.full(8, t % 2)
+        ours, theirs = vector.step(actions), per_env.step(actions)
+        for a, b in zip(ours[:4], theirs[:4], strict=True):
+            assert np.array_equal(a, b) and a.dtype == b.dtype, t
+        ends += int(ours[2].sum() + ours[3].sum())
+    assert ends > 500
+
+
+def test_a_reset_mask_starts_new_episodes_in_those_rows_only():
+    vector = gym.make_vec("CartPoleNoVel-v1", 3, vectorization_mode="vector_entry_point")
+    vector.reset(seed=0)
+    for _ in range(5):
+        obs, *_ = vector.step(np.array([1, 1, 1]))
+    again, _ = vector.reset(options={"reset_mask": np.array([False, True, False])})
+    assert np.array_equal(again[[0, 2]], obs[[0, 2]]) and not np.array_equal(again[1], obs[1])
+    assert np.all(np.abs(again[1]) <= 0.05) and vector.elapsed.tolist() == [5, 0, 5]
+
+
+def test_the_gymnasium_backend_steps_the_vector_env_except_to_render():
+    env = make_vec_env("CartPoleNoVel-v1", 2, 0, "gymnasium")
+    assert isinstance(env._env, CartPoleNoVelVector)
+    env.close()
+    rendering = make_vec_env("CartPoleNoVel-v1", 1, 0, "gymnasium", render_mode="rgb_array")
+    rendering.reset()
+    assert rendering.render().ndim == 3
+    rendering.close()

@@ -12,6 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
 
 # which observation entries stay visible; the hidden ones read 0, so the shape is the task's own
 VISIBLE = {"CartPole-v1": (1.0, 0.0, 1.0, 0.0), "Pendulum-v1": (1.0, 1.0, 0.0)}
@@ -53,15 +55,108 @@ def make_with_state(full_id: str, **kwargs: Any) -> gym.Env:
 WITH_STATE = {"CartPoleNoVelState-v1": "CartPole-v1"}
 
 
+class CartPoleNoVelVector(gym.vector.VectorEnv):
+    """``num_envs`` CartPoleNoVel-v1 envs stepped as arrays, with the episodes of a SyncVectorEnv of the
+    per-env task to the bit: each env's own generator, seeded and drawn as gymnasium seeds and resets it;
+    CartPole's float64 dynamics in its order of operations (numpy's sin and cos give an array what they give
+    each of its entries); its time limit (truncation) and next-step auto-reset. 8 envs step in about 20 µs
+    where the SyncVectorEnv takes 47. ``reset(options={"reset_mask": rows})`` starts new episodes in the
+    rows that are true and leaves the others as they are (what a same-step auto-reset needs)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1, full_id: str = "CartPole-v1", max_episode_steps: int = 500,
+                 **kwargs: Any) -> None:
+        task = gym.make(full_id, **kwargs).unwrapped  # its constants
+        self.single_observation_space, self.single_action_space = task.observation_space, task.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.num_envs, self.max_episode_steps = num_envs, max_episode_steps
+        self.force_mag, self.tau, self.gravity, self.length = task.force_mag, task.tau, task.gravity, task.length
+        self.masspole, self.total_mass, self.polemass_length = task.masspole, task.total_mass, task.polemass_length
+        self.x_threshold, self.theta_threshold = task.x_threshold, task.theta_threshold_radians
+        self.euler = task.kinematics_integrator == "euler"
+        self.sutton_barto = task._sutton_barto_reward
+        task.close()
+        self.visible = np.asarray(VISIBLE[full_id], dtype=np.float32)
+        self.generators: list[np.random.Generator | None] = [None] * num_envs
+        self.state = np.zeros((num_envs, 4))
+        self.elapsed = np.zeros(num_envs, np.int64)
+        self.ended = np.zeros(num_envs, bool)  # the rows whose last step ended an episode
+
+    def _start(self, rows: np.ndarray) -> None:
+        """New episodes in ``rows`` (indices), each drawn from its env's generator."""
+        for i in rows:
+            if self.generators[i] is None:  # as gymnasium's Env.np_random: from entropy where never seeded
+                self.generators[i] = np.random.default_rng()
+            self.state[i] = self.generators[i].uniform(low=-0.05, high=0.05, size=(4,))  # type: ignore[union-attr]
+        self.elapsed[rows] = 0
+        self.ended[rows] = False
+
+    def _observations(self) -> np.ndarray:
+        return self.state.astype(np.float32) * self.visible
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
+        seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed or [None] * self.num_envs
+        for i, env_seed in enumerate(seeds):
+            if env_seed is not None:
+                self.generators[i] = np.random.Generator(np.random.PCG64(np.random.SeedSequence(env_seed)))
+        rows = np.ones(self.num_envs, bool) if options is None or "reset_mask" not in options else \
+            np.asarray(options["reset_mask"], bool)
+        self._start(np.flatnonzero(rows))
+        return self._observations(), {}
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        actions = np.asarray(actions)
+        if actions.min() < 0 or actions.max() > 1:
+            raise ValueError(f"CartPole's actions are 0 and 1, not {actions}")
+        starting = self.ended
+        x, x_dot, theta, theta_dot = self.state.T
+        force = np.where(actions == 1, self.force_mag, -self.force_mag)
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        temp = (force + self.polemass_length * np.square(theta_dot) * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass))
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        if self.euler:
+            x = x + self.tau * x_dot
+            x_dot = x_dot + self.tau * xacc
+            theta = theta + self.tau * theta_dot
+            theta_dot = theta_dot + self.tau * thetaacc
+        else:  # semi-implicit euler
+            x_dot = x_dot + self.tau * xacc
+            x = x + self.tau * x_dot
+            theta_dot = theta_dot + self.tau * thetaacc
+            theta = theta + self.tau * theta_dot
+        self.state = np.stack([x, x_dot, theta, theta_dot], 1)
+        terminated = (x < -self.x_threshold) | (x > self.x_threshold) | (theta < -self.theta_threshold) | (
+            theta > self.theta_threshold)
+        # every step pays 1, the one that ends an episode too (Sutton and Barto's: 0, and -1 at the end)
+        reward = np.where(terminated, -1.0, 0.0) if self.sutton_barto else np.ones(self.num_envs)
+        self.elapsed += 1
+        truncated = self.elapsed >= self.max_episode_steps
+        # rows whose previous step ended an episode start a new one instead
+        reward[starting], terminated[starting], truncated[starting] = 0.0, False, False
+        if starting.any():
+            self._start(np.flatnonzero(starting))
+        self.ended = terminated | truncated
+        return self._observations(), reward, terminated, truncated, {}
+
+
+VECTOR = {"CartPoleNoVel-v1": CartPoleNoVelVector}
+
+
 def register() -> None:
     """Registers the ids of ``NO_VELOCITY`` and ``WITH_STATE`` with gymnasium (with their task's time
-    limit); idempotent."""
+    limit; ``VECTOR``'s as their vector entry point); idempotent."""
     for ids, entry_point in ((NO_VELOCITY, make_without_velocity), (WITH_STATE, make_with_state)):
         for env_id, full_id in ids.items():
             if env_id not in gym.registry:
                 spec = gym.spec(full_id)
-                gym.register(env_id, entry_point=entry_point, kwargs={"full_id": full_id},
-                             max_episode_steps=spec.max_episode_steps, reward_threshold=spec.reward_threshold)
+                gym.register(env_id, entry_point=entry_point, vector_entry_point=VECTOR.get(env_id),
+                             kwargs={"full_id": full_id}, max_episode_steps=spec.max_episode_steps,
+                             reward_threshold=spec.reward_threshold)
 
 
 register()
