@@ -53,6 +53,15 @@ def test_a_snapshot_fits_only_envs_like_those_it_was_taken_from():
         assert torch.equal(other.state().tensors["bytes"], before.tensors["bytes"])
 
 
+def test_a_snapshot_of_a_vector_env_that_steps_arrays_fits_only_as_many_envs():
+    saved, other = (make_vec_env("CartPoleNoVel-v1", count, 0, "gymnasium") for count in (3, 2))
+    saved.reset(), other.reset()
+    before = other.state()
+    with pytest.raises(EnvStateUnreadable, match="the saved envs were 3, these are 2"):
+        other.load_state(saved.state())
+    assert other.state().values == before.values
+
+
 def test_a_snapshot_of_a_vector_env_that_steps_arrays_fits_only_that_kind_of_vector_env():
     arrays, objects = (make_vec_env(env_id, 2, 0, "gymnasium") for env_id in ("MaskedChoice-v0", "CartPole-v1"))
     arrays.reset(), objects.reset()

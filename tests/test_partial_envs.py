@@ -70,27 +70,50 @@ def test_the_state_variant_shows_the_hidden_observation_and_the_full_state_as_tw
     vec.close()
 
 
+def _same_bits(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()  # -0.0 is not 0.0
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 20}, {"sutton_barto_reward": True}])
 def test_the_vector_env_gives_the_per_env_tasks_episodes_to_the_bit(kwargs):
-    """Seeds, dynamics, ends, the time limit (20 steps: many truncations), Sutton and Barto's rewards and
-    next-step auto-resets, over 3,000 steps of 8 envs that mostly act at random."""
+    """Seeds, dynamics, ends, the time limit (20 steps: many truncations), Sutton and Barto's rewards,
+    next-step auto-resets, resets of some rows (seeded, and with CartPole's reset bounds) and unseeded
+    resets that go on drawing, over 3,000 steps of 8 envs that mostly act at random."""
     vector = gym.make_vec("CartPoleNoVel-v1", 8, vectorization_mode="vector_entry_point", **kwargs)
     per_env = SyncVectorEnv([lambda: gym.make("CartPoleNoVel-v1", **kwargs) for _ in range(8)],
                             autoreset_mode=AutoresetMode.NEXT_STEP)
     assert isinstance(vector, CartPoleNoVelVector)
     assert (vector.single_observation_space, vector.single_action_space) == (
         per_env.single_observation_space, per_env.single_action_space)
-    first, second = vector.reset(seed=7), per_env.reset(seed=7)
-    assert np.array_equal(first[0], second[0]) and first[0].dtype == second[0].dtype == np.float32
+    _same_bits(vector.reset(seed=7)[:1], per_env.reset(seed=7)[:1])
     rng = np.random.default_rng(0)
     ends = 0
     for t in range(3_000):
+        if t in (1_000, 2_000):
+            mask = rng.random(8) < 0.5
+            options = {"reset_mask": mask, **({"low": -0.2, "high": 0.2} if t == 2_000 else {})}
+            _same_bits(vector.reset(seed=t, options=dict(options))[:1],
+                       per_env.reset(seed=t, options=dict(options))[:1])
+        if t == 1_500:
+            _same_bits(vector.reset()[:1], per_env.reset()[:1])
         actions = rng.integers(0, 2, 8) if t % 3 else np.full(8, t % 2)
         ours, theirs = vector.step(actions), per_env.step(actions)
-        for a, b in zip(ours[:4], theirs[:4], strict=True):
-            assert np.array_equal(a, b) and a.dtype == b.dtype, t
+        _same_bits(ours[:4], theirs[:4])
         ends += int(ours[2].sum() + ours[3].sum())
     assert ends > 500
+
+
+def test_the_vector_env_refuses_what_the_per_env_task_refuses():
+    vector = gym.make_vec("CartPoleNoVel-v1", 2, vectorization_mode="vector_entry_point")
+    with pytest.raises(gym.error.ResetNeeded):
+        vector.step(np.array([0, 1]))
+    with pytest.raises(ValueError, match="3 seeds for 2 envs"):
+        vector.reset(seed=[1, 2, 3])
+    vector.reset(seed=0)
+    for bad in (np.array([0, 2]), np.array([0.0, 1.0])):
+        with pytest.raises(ValueError, match="the integers 0 and 1"):
+            vector.step(bad)
 
 
 def test_a_reset_mask_starts_new_episodes_in_those_rows_only():

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -57,17 +58,19 @@ WITH_STATE = {"CartPoleNoVelState-v1": "CartPole-v1"}
 
 class CartPoleNoVelVector(gym.vector.VectorEnv):
     """``num_envs`` CartPoleNoVel-v1 envs stepped as arrays, with the episodes of a SyncVectorEnv of the
-    per-env task to the bit: each env's own generator, seeded and drawn as gymnasium seeds and resets it;
-    CartPole's float64 dynamics in its order of operations (numpy's sin and cos give an array what they give
-    each of its entries); its time limit (truncation) and next-step auto-reset. 8 envs step in about 20 µs
-    where the SyncVectorEnv takes 47. ``reset(options={"reset_mask": rows})`` starts new episodes in the
-    rows that are true and leaves the others as they are (what a same-step auto-reset needs)."""
+    per-env task to the bit (``tests/test_partial_envs.py``): each env's own generator, seeded and drawn as
+    gymnasium seeds and resets it; CartPole's float64 dynamics in its order of operations (numpy's sin and
+    cos give an array what they give each of its entries); its time limit (truncation) and next-step
+    auto-reset. ``reset(options={"reset_mask": rows})`` starts new episodes in the rows that are true and
+    leaves the others as they are (what a same-step auto-reset needs)."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, full_id: str = "CartPole-v1", max_episode_steps: int = 500,
                  **kwargs: Any) -> None:
         task = gym.make(full_id, **kwargs).unwrapped  # its constants
+        if task.kinematics_integrator != "euler":
+            raise ValueError(f"{full_id}'s integrator is {task.kinematics_integrator!r}; this steps euler's")
         self.single_observation_space, self.single_action_space = task.observation_space, task.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -75,21 +78,20 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
         self.force_mag, self.tau, self.gravity, self.length = task.force_mag, task.tau, task.gravity, task.length
         self.masspole, self.total_mass, self.polemass_length = task.masspole, task.total_mass, task.polemass_length
         self.x_threshold, self.theta_threshold = task.x_threshold, task.theta_threshold_radians
-        self.euler = task.kinematics_integrator == "euler"
         self.sutton_barto = task._sutton_barto_reward
         task.close()
         self.visible = np.asarray(VISIBLE[full_id], dtype=np.float32)
-        self.generators: list[np.random.Generator | None] = [None] * num_envs
+        self.generators: list[np.random.Generator | None] = [None] * num_envs  # None: never reset
         self.state = np.zeros((num_envs, 4))
         self.elapsed = np.zeros(num_envs, np.int64)
         self.ended = np.zeros(num_envs, bool)  # the rows whose last step ended an episode
 
-    def _start(self, rows: np.ndarray) -> None:
+    def _start(self, rows: np.ndarray, low: float = -0.05, high: float = 0.05) -> None:
         """New episodes in ``rows`` (indices), each drawn from its env's generator."""
         for i in rows:
             if self.generators[i] is None:  # as gymnasium's Env.np_random: from entropy where never seeded
                 self.generators[i] = np.random.default_rng()
-            self.state[i] = self.generators[i].uniform(low=-0.05, high=0.05, size=(4,))  # type: ignore[union-attr]
+            self.state[i] = self.generators[i].uniform(low=low, high=high, size=(4,))  # type: ignore[union-attr]
         self.elapsed[rows] = 0
         self.ended[rows] = False
 
@@ -98,19 +100,25 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
-        seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed or [None] * self.num_envs
-        for i, env_seed in enumerate(seeds):
-            if env_seed is not None:
-                self.generators[i] = np.random.Generator(np.random.PCG64(np.random.SeedSequence(env_seed)))
-        rows = np.ones(self.num_envs, bool) if options is None or "reset_mask" not in options else \
-            np.asarray(options["reset_mask"], bool)
-        self._start(np.flatnonzero(rows))
+        """As a SyncVectorEnv's: env i seeded with ``seed + i`` (or ``seed[i]``), CartPole's ``low`` and
+        ``high`` options taken, and only the rows of ``reset_mask`` (where given) seeded and started."""
+        options = options or {}
+        seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed
+        if seeds is not None and len(seeds) != self.num_envs:
+            raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
+        rows = np.flatnonzero(options.get("reset_mask", np.ones(self.num_envs, bool)))
+        for i in rows:
+            if seeds is not None and seeds[i] is not None:
+                self.generators[i] = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seeds[i])))
+        self._start(rows, *maybe_parse_reset_bounds(options, -0.05, 0.05))
         return self._observations(), {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if self.generators[0] is None:
+            raise gym.error.ResetNeeded("CartPoleNoVelVector: reset before the first step")
         actions = np.asarray(actions)
-        if actions.min() < 0 or actions.max() > 1:
-            raise ValueError(f"CartPole's actions are 0 and 1, not {actions}")
+        if actions.dtype.kind not in "iu" or actions.min() < 0 or actions.max() > 1:
+            raise ValueError(f"CartPole's actions are the integers 0 and 1, not {actions}")
         starting = self.ended
         x, x_dot, theta, theta_dot = self.state.T
         force = np.where(actions == 1, self.force_mag, -self.force_mag)
@@ -119,16 +127,9 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
         thetaacc = (self.gravity * sintheta - costheta * temp) / (
             self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass))
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        if self.euler:
-            x = x + self.tau * x_dot
-            x_dot = x_dot + self.tau * xacc
-            theta = theta + self.tau * theta_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-        else:  # semi-implicit euler
-            x_dot = x_dot + self.tau * xacc
-            x = x + self.tau * x_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-            theta = theta + self.tau * theta_dot
+        # euler, CartPoleEnv's integrator
+        x, x_dot = x + self.tau * x_dot, x_dot + self.tau * xacc
+        theta, theta_dot = theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc
         self.state = np.stack([x, x_dot, theta, theta_dot], 1)
         terminated = (x < -self.x_threshold) | (x > self.x_threshold) | (theta < -self.theta_threshold) | (
             theta > self.theta_threshold)
@@ -138,9 +139,9 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
         truncated = self.elapsed >= self.max_episode_steps
         # rows whose previous step ended an episode start a new one instead
         reward[starting], terminated[starting], truncated[starting] = 0.0, False, False
+        self.ended = terminated | truncated
         if starting.any():
             self._start(np.flatnonzero(starting))
-        self.ended = terminated | truncated
         return self._observations(), reward, terminated, truncated, {}
 
 

@@ -85,6 +85,9 @@ def restore(vector: gym.vector.VectorEnv, snapshot: Snapshot) -> None:
     wanted = [[layer["class"] for layer in env] for env in saved]
     if found != wanted:
         raise EnvStateUnreadable(f"the saved envs were {_describe(wanted)}, these are {_describe(found)}")
+    count = snapshot.values["vector"].get("num_envs")  # what tells a vector env of arrays' size
+    if count is not None and count != vector.num_envs:
+        raise EnvStateUnreadable(f"the saved envs were {count}, these are {vector.num_envs}")
     blob = snapshot.tensors["bytes"].numpy().tobytes()
     _restore_layer(vector, snapshot.values["vector"], blob)
     for chain, layers in zip(chains, saved, strict=True):
