@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -90,7 +91,7 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
         """New episodes in ``rows`` (indices), each drawn from its env's generator."""
         for i in rows:
             if self.generators[i] is None:  # as gymnasium's Env.np_random: from entropy where never seeded
-                self.generators[i] = np.random.default_rng()
+                self.generators[i] = seeding.np_random()[0]
             self.state[i] = self.generators[i].uniform(low=low, high=high, size=(4,))  # type: ignore[union-attr]
         self.elapsed[rows] = 0
         self.ended[rows] = False
@@ -109,7 +110,7 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
         rows = np.flatnonzero(options.get("reset_mask", np.ones(self.num_envs, bool)))
         for i in rows:
             if seeds is not None and seeds[i] is not None:
-                self.generators[i] = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seeds[i])))
+                self.generators[i] = seeding.np_random(seeds[i])[0]  # gymnasium's Env.reset(seed=...)
         self._start(rows, *maybe_parse_reset_bounds(options, -0.05, 0.05))
         return self._observations(), {}
 
