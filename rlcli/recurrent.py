@@ -19,7 +19,7 @@ from torch import nn
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import ObsLayout
 from rlcli.nets import ActorCritic, PolicySample, full_precision, layer_init
-from rlcli.rnn import gru_cell, gru_sequence, lstm_cell, lstm_sequence
+from rlcli.rnn import fused_lstm_available, fused_lstm_sequence, gru_cell, gru_sequence, lstm_cell, lstm_sequence
 
 
 class Memory(nn.Module):
@@ -56,10 +56,13 @@ class Memory(nn.Module):
     def replay(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """Outputs [members, steps, envs, size] for inputs [members, steps, envs, features] from ``state``
         [members, envs, state_size] (the state before the first step), the state set to zero at every
-        step where ``starts`` [steps, envs] is true: the outputs that ``step`` gave, step by step."""
+        step where ``starts`` [steps, envs] is true: the outputs that ``step`` gave, step by step (to float32
+        rounding where torch's one-kernel LSTM replays them)."""
         with _full_precision(x):
-            keep = (~starts)[:, None, :, None].to(self.w_ih.dtype)
             x = x.to(self.w_ih.dtype)
+            if self.lstm and fused_lstm_available(x):
+                return fused_lstm_sequence(x, state, starts, self.w_ih, self.w_hh, self.b_ih)
+            keep = (~starts)[:, None, :, None].to(self.w_ih.dtype)
             if self.lstm:
                 out = lstm_sequence(x, state, keep, self.w_ih, self.w_hh, self.b_ih)
             else:

@@ -1,14 +1,19 @@
-"""LSTM and GRU layers over sequences with resets inside them, forward and backward written out, for
-``M`` independent members at once (an actor's memory and a critic's).
+"""LSTM and GRU layers over sequences with resets inside them, for ``M`` independent members at once (an
+actor's memory and a critic's).
 
-torch's CPU LSTM is a composite of small ops that autograd records step by step: one step of a 64-unit
-LSTM for 8 envs costs about 350 µs through ``nn.LSTM``, and the backward of a 32-step sequence 8 ms.
-Here the input projection of every step is one batched product, each step's recurrence one batched
-product and a handful of element-wise ops for all members together, and the backward one hand-written
-loop whose weight gradient is one product over all steps. On a CPU such small ops cost their call more
-than their arithmetic, so the members share every call. Gate layouts and maths are torch's
-(``nn.LSTM``: i, f, g, o; ``nn.GRU``: r, z, n, the reset gate applied after the hidden product), and the
-tests check both against torch's layers and autograd.
+On a CPU, torch runs a float32 LSTM over a whole sequence as one oneDNN kernel, near the machine's
+arithmetic rate, but that kernel cannot set a state to zero inside the sequence. ``fused_lstm_sequence``
+gives it the resets as steps of their own: before each step where an episode starts, a row gets an extra
+step whose input is an indicator feature that drives the input, forget and output gates to exactly 0, so
+that step leaves h = c = 0 and passes no gradient back.
+
+Elsewhere (float64, CUDA, builds without oneDNN, and the GRU, which torch runs step by step on a CPU) the
+layers here are written out: the input projection of every step is one batched product, each step's
+recurrence one batched product and a handful of element-wise ops for all members together, and the
+backward one hand-written loop whose weight gradient is one product over all steps. On a CPU such small ops
+cost their call more than their arithmetic, so the members share every call. Gate layouts and maths are
+torch's (``nn.LSTM``: i, f, g, o; ``nn.GRU``: r, z, n, the reset gate applied after the hidden product),
+and the tests check both against torch's layers and autograd.
 
 Shapes: inputs [M, T, B, F] (outputs and what the loops hold time first), states [M, B, S], weights
 [M, gates, F or H]; ``keep`` [T, 1, B, 1] is 0 where an episode starts: the state entering that step is
@@ -22,6 +27,7 @@ import threading
 import weakref
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -271,3 +277,57 @@ def _resets(keep: torch.Tensor) -> list[bool]:
     """Per step, whether any row's state is reset there: the others skip the masking (one read of
     [T] flags against two element-wise ops a step)."""
     return (keep == 0).flatten(1).any(1).tolist()
+
+
+def fused_lstm_available(x: torch.Tensor) -> bool:
+    """Whether torch runs an LSTM over x's whole sequence as one kernel: oneDNN's, float32 on a CPU."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and bool(torch.backends.mkldnn.enabled))
+
+
+# an inserted step's gate input: its gate is exactly 0 whatever the other inputs, and finite, so 0 * it is 0
+_CLOSED = -1e30
+
+
+def fused_lstm_sequence(x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, w_ih: torch.Tensor,
+                        w_hh: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Outputs [M, T, B, H] of an LSTM over x [M, T, B, F] from state [M, B, 2H] (h then c), the state set
+    to zero where ``starts`` [T, B] is true, through torch's one-kernel LSTM (see the module's note)."""
+    members, steps, batch, features = x.shape
+    size = w_hh.shape[-1]
+    entering = (~starts[0]).to(x.dtype).unsqueeze(-1)
+    h0, c0 = state[..., :size] * entering, state[..., size:] * entering
+    inputs, weights, layout = x, w_ih, _inserted_steps(starts)
+    if layout is not None:
+        reads, places, padded = layout
+        rows = x.new_zeros(members, steps * batch + 2, features + 1)  # x's rows, a zero row, the indicator
+        rows[:, :-2, :features] = x.reshape(members, steps * batch, features)
+        rows[:, -1, features] = 1.0
+        inputs = rows.index_select(1, reads).view(members, padded, batch, features + 1)
+        closing = w_ih.new_full((members, 4, size), _CLOSED)
+        closing[:, 2] = 0.0  # g's weight: its gate is multiplied by the closed input gate
+        weights = torch.cat([w_ih, closing.view(members, 4 * size, 1)], 2)
+    no_hh_bias, train = bias.new_zeros(bias.shape[-1]), torch.is_grad_enabled()
+    outs = torch.stack([torch.lstm(inputs[m], (h0[m:m + 1], c0[m:m + 1]), [weights[m], w_hh[m], bias[m], no_hh_bias],
+                                   True, 1, 0.0, train, False, False)[0] for m in range(members)])
+    if layout is None:
+        return outs
+    return outs.view(members, -1, size).index_select(1, layout[1]).view(members, steps, batch, size)
+
+
+def _inserted_steps(starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+    """None where no episode starts after the first step; otherwise the layout with a step inserted before
+    each such start: (for each position of the padded [T', B] sequence, flattened, the row it reads of x's
+    rows, a zero row and the indicator row; for each of the [T, B] steps, its position there; T')."""
+    inner = starts[1:].numpy()
+    if not inner.any():
+        return None
+    steps, batch = starts.shape
+    inserted = np.zeros((steps, batch), np.int64)
+    np.cumsum(inner, 0, out=inserted[1:])
+    places = (np.arange(steps)[:, None] + inserted) * batch + np.arange(batch)
+    padded = steps + int(inserted[-1].max())
+    reads = np.full(padded * batch, steps * batch)  # beyond a row's last step: the zero row, outputs unread
+    reads[places.ravel()] = np.arange(steps * batch)
+    reads[places[1:][inner] - batch] = steps * batch + 1
+    return torch.from_numpy(reads), torch.from_numpy(places.ravel()), padded

@@ -1,11 +1,15 @@
 """rlcli.rnn's LSTM and GRU against torch's layers: outputs, states and gradients of each member, with
-resets inside the sequence, and the hand-written backward against autograd's numerical check."""
+resets inside the sequence, and the hand-written backward against autograd's numerical check (in float64,
+where the LSTM is the written-out one); the float32 replay through torch's one-kernel LSTM against it."""
+
+from unittest.mock import patch
 
 import pytest
 import torch
 from torch import nn
 
 from rlcli.recurrent import Memory
+from rlcli.rnn import _inserted_steps, fused_lstm_available
 
 STEPS, ENVS, FEATURES, SIZE, MEMBERS = 7, 5, 3, 4, 2
 
@@ -118,3 +122,72 @@ def test_sequences_replayed_before_a_backward_leave_its_gradients_alone():
     ours.zero_grad()
     ours.replay(x, state, starts).sum().backward()  # the kept storage, once nothing awaits it
     assert torch.equal(ours.w_hh.grad, alone)
+
+
+fused = pytest.mark.skipif(not fused_lstm_available(torch.zeros(1)), reason="this torch has no oneDNN LSTM")
+
+
+def _float_memory() -> Memory:
+    torch.manual_seed(0)
+    ours = Memory("lstm", 16, 8, members=MEMBERS)
+    with torch.no_grad():
+        ours.b_ih.normal_()
+    return ours
+
+
+@fused
+@pytest.mark.parametrize("layout", ["none inside", "scattered", "consecutive", "every step"])
+def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout):
+    """float32 on a CPU replays through torch's oneDNN LSTM, each reset a step of its own; its outputs and
+    gradients are the written-out layer's (which the tests above hold to torch's) within float32 rounding."""
+    ours, steps, envs = _float_memory(), 20, 6
+    x = torch.randn(MEMBERS, steps, envs, 16, requires_grad=True)
+    state = torch.randn(MEMBERS, envs, ours.state_size)
+    starts = torch.zeros(steps, envs, dtype=torch.bool)
+    if layout == "scattered":
+        starts = torch.rand(steps, envs, generator=torch.Generator().manual_seed(1)) < 0.2
+        starts[0, 1] = starts[steps - 1, 2] = True
+    elif layout == "consecutive":
+        starts[3:6, 0] = starts[0:2, 4] = starts[9, :] = True
+    elif layout == "every step":
+        starts[:] = True
+    weights = torch.randn(MEMBERS, steps, envs, ours.size)
+
+    results = []
+    for one_kernel in (True, False):
+        with patch("rlcli.recurrent.fused_lstm_available", return_value=one_kernel):
+            ours.zero_grad()
+            x.grad = None
+            out = ours.replay(x, state, starts)
+            (out * weights).sum().backward()
+            results.append([out, x.grad, ours.w_ih.grad, ours.w_hh.grad, ours.b_ih.grad])
+    for fused_value, written in zip(*results, strict=True):
+        torch.testing.assert_close(fused_value, written, rtol=1e-5, atol=1e-6)
+
+
+@fused
+def test_an_inserted_reset_step_cuts_the_gradient_exactly():
+    ours = _float_memory()
+    x = torch.randn(MEMBERS, 12, 2, 16, requires_grad=True)
+    state = torch.randn(MEMBERS, 2, ours.state_size, requires_grad=True)
+    starts = torch.zeros(12, 2, dtype=torch.bool)
+    starts[5, 0] = starts[8, 1] = True
+    out = ours.replay(x, state, starts)
+    (out[:, 5:, 0].sum() + out[:, 8:, 1].sum()).backward()
+    assert x.grad[:, :5, 0].abs().max() == 0 and x.grad[:, :8, 1].abs().max() == 0
+    assert state.grad.abs().max() == 0
+    assert x.grad[:, 5:, 0].abs().min() > 0 and x.grad[:, 8:, 1].abs().min() > 0
+
+
+def test_the_inserted_steps_layout():
+    """Two envs, four steps; episodes start at env 0's steps 2 and 3 and env 1's step 1: env 0 gets two
+    inserted steps, env 1 one, so the padded sequence is six steps long."""
+    starts = torch.tensor([[True, False], [False, True], [True, False], [True, False]])
+    reads, places, padded = _inserted_steps(starts)
+    assert padded == 6
+    # [T, B] step -> padded position (time * 2 + env)
+    assert places.view(4, 2).tolist() == [[0, 1], [2, 5], [6, 7], [10, 9]]
+    zero, indicator = 8, 9  # the rows after x's eight
+    assert reads.view(6, 2).tolist() == [[0, 1], [2, indicator], [indicator, 3], [4, 5], [indicator, 7],
+                                         [6, zero]]
+    assert _inserted_steps(torch.tensor([[True, True], [False, False]])) is None
