@@ -83,6 +83,10 @@ def test_thread_policy(monkeypatch):
     assert choose_threads(_cfg("ppo", "CartPole-v1", torch_threads=3)) == (3, 3)
     pong = resolve("ppo", "Pong-v5")
     assert choose_threads(pong) == (2, 2)  # a CNN's acting is convolutions over every env's frames
+    # an LSTM of 64 over 8 sequences a minibatch updates faster on one thread; of 256, on every core
+    assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 1)
+    wide = {"network": {"recurrent": "lstm", "recurrent_size": 256}}
+    assert choose_threads(resolve("ppo", "CartPoleNoVel-v1", overrides=wide)) == (1, 2)
     monkeypatch.setattr("rlcli.agents.available_cores", lambda: 64)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (16, 16)
 

@@ -115,12 +115,27 @@ COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trun
 
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     """An MLP acts with one thread, leaving the cores to the env backend's threads (two would spin
-    beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core. A CNN on a
-    CPU takes every core for both: its acting is a convolution stack over every env's frames (Pong:
-    0.73 -> 0.54 s of acting a rollout on 2 cores)."""
-    if cfg.algo.network.trunk == "cnn" and cfg.device != "cuda":  # type: ignore[attr-defined]
+    beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core, except where
+    its LSTM is narrow (below). A CNN on a CPU takes every core for both: its acting is a convolution
+    stack over every env's frames (Pong: 0.73 -> 0.54 s of acting a rollout on 2 cores)."""
+    network = cfg.algo.network  # type: ignore[attr-defined]
+    if cfg.device == "cuda":  # type: ignore[attr-defined]
+        return ThreadPlan(1, cores)
+    if network.trunk == "cnn":
         return ThreadPlan(cores, cores)
+    if network.recurrent == "lstm" and _narrow_lstm(cfg.algo.minibatch_size // cfg.algo.n_steps,  # type: ignore[attr-defined]
+                                                    network.recurrent_size):
+        return ThreadPlan(1, 1)
     return ThreadPlan(1, cores)
+
+
+def _narrow_lstm(sequences: int, size: int) -> bool:
+    """Whether an update's LSTM is too narrow for a second thread on a CPU: oneDNN's kernel steps it one
+    small product at a time, and with two threads each of them waits on the other. Updates of MLP-LSTM
+    PPO on 2 cores, two threads against one: 8 sequences of LSTM 64, 70 against 52 ms; 1 of 64 (1,024
+    steps), 706 against 429; 16 of 64, 37 against 30; 8 of 128, 50 against 52; 32 of 64, 26 against 28;
+    8 of 256, 68 against 76."""
+    return sequences * size * size < 2 ** 17
 
 
 def network_class(cfg: NetworkConfig, layout: ObsLayout | None) -> type[nn.Module]:
