@@ -29,10 +29,11 @@ def resolve_device(name: str) -> torch.device:
 def thread_plan(cfg: RunConfig, sharing: int = 1) -> ThreadPlan:
     """Torch threads for acting and updating: ``torch_threads`` for both where set, else the algorithm's
     own plan over the cores this process may use (at most 16), shared evenly by ``sharing`` processes
-    (a distributed run's on this machine)."""
+    (a distributed run's on this machine), for the device ``auto`` resolves to."""
     if cfg.torch_threads is not None:
         return ThreadPlan(cfg.torch_threads, cfg.torch_threads)
-    return spec_for(cfg.algo.algo).thread_plan(cfg, cores_each(sharing))
+    resolved = cfg.model_copy(update={"device": resolve_device(cfg.device).type})
+    return spec_for(cfg.algo.algo).thread_plan(resolved, cores_each(sharing))
 
 
 def cores_each(sharing: int = 1) -> int:

@@ -15,9 +15,10 @@ cost their call more than their arithmetic, so the members share every call. Gat
 torch's (``nn.LSTM``: i, f, g, o; ``nn.GRU``: r, z, n, the reset gate applied after the hidden product),
 and the tests check both against torch's layers and autograd.
 
-Shapes: inputs [M, T, B, F] (outputs and what the loops hold time first), states [M, B, S], weights
-[M, gates, F or H]; ``keep`` [T, 1, B, 1] is 0 where an episode starts: the state entering that step is
-set to zero there.
+Shapes: inputs [M, T, B, F], states [M, B, S], weights [M, gates, F or H]. The written-out layers return
+their outputs time first, [T, M, B, H], and take ``keep`` [T, 1, B, 1], 0 where an episode starts (the
+state entering that step is set to zero there); ``fused_lstm_sequence`` returns [M, T, B, H] and takes
+``starts`` [T, B], true there.
 """
 
 from __future__ import annotations
@@ -285,8 +286,10 @@ def fused_lstm_available(x: torch.Tensor) -> bool:
             and bool(torch.backends.mkldnn.enabled))
 
 
-# an inserted step's gate input: its gate is exactly 0 whatever the other inputs, and finite, so 0 * it is 0
-_CLOSED = -1e30
+# an inserted step's gate input: float32's sigmoid is exactly 0 below about -104, and the step adds only
+# the recurrent product and the bias to it; finite, so that 0 * it is 0, and small enough that the
+# gradient the kernel computes for the (discarded) indicator column stays finite
+_CLOSED = -1e10
 
 
 def fused_lstm_sequence(x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, w_ih: torch.Tensor,

@@ -127,22 +127,24 @@ def test_sequences_replayed_before_a_backward_leave_its_gradients_alone():
 fused = pytest.mark.skipif(not fused_lstm_available(torch.zeros(1)), reason="this torch has no oneDNN LSTM")
 
 
-def _float_memory() -> Memory:
+def _float_memory(members: int = MEMBERS) -> Memory:
     torch.manual_seed(0)
-    ours = Memory("lstm", 16, 8, members=MEMBERS)
+    ours = Memory("lstm", 16, 8, members=members)
     with torch.no_grad():
         ours.b_ih.normal_()
     return ours
 
 
 @fused
-@pytest.mark.parametrize("layout", ["none inside", "scattered", "consecutive", "every step"])
-def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout):
+@pytest.mark.parametrize(("layout", "members", "steps", "envs"), [
+    ("none inside", MEMBERS, 20, 6), ("scattered", MEMBERS, 20, 6), ("consecutive", MEMBERS, 20, 6),
+    ("every step", MEMBERS, 20, 6), ("scattered", 1, 20, 6), ("every step", 1, 9, 1), ("every step", 1, 1, 3)])
+def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout, members, steps, envs):
     """float32 on a CPU replays through torch's oneDNN LSTM, each reset a step of its own; its outputs and
     gradients are the written-out layer's (which the tests above hold to torch's) within float32 rounding."""
-    ours, steps, envs = _float_memory(), 20, 6
-    x = torch.randn(MEMBERS, steps, envs, 16, requires_grad=True)
-    state = torch.randn(MEMBERS, envs, ours.state_size)
+    ours = _float_memory(members)
+    x = torch.randn(members, steps, envs, 16, requires_grad=True)
+    state = torch.randn(members, envs, ours.state_size, requires_grad=True)
     starts = torch.zeros(steps, envs, dtype=torch.bool)
     if layout == "scattered":
         starts = torch.rand(steps, envs, generator=torch.Generator().manual_seed(1)) < 0.2
@@ -151,16 +153,17 @@ def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout):
         starts[3:6, 0] = starts[0:2, 4] = starts[9, :] = True
     elif layout == "every step":
         starts[:] = True
-    weights = torch.randn(MEMBERS, steps, envs, ours.size)
+        starts[0, 0] = False  # the stored state reaches the first step of one row
+    weights = torch.randn(members, steps, envs, ours.size)
 
     results = []
     for one_kernel in (True, False):
         with patch("rlcli.recurrent.fused_lstm_available", return_value=one_kernel):
             ours.zero_grad()
-            x.grad = None
+            x.grad = state.grad = None
             out = ours.replay(x, state, starts)
             (out * weights).sum().backward()
-            results.append([out, x.grad, ours.w_ih.grad, ours.w_hh.grad, ours.b_ih.grad])
+            results.append([out, x.grad, state.grad, ours.w_ih.grad, ours.w_hh.grad, ours.b_ih.grad])
     for fused_value, written in zip(*results, strict=True):
         torch.testing.assert_close(fused_value, written, rtol=1e-5, atol=1e-6)
 

@@ -87,6 +87,10 @@ def test_thread_policy(monkeypatch):
     assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 1)
     wide = {"network": {"recurrent": "lstm", "recurrent_size": 256}}
     assert choose_threads(resolve("ppo", "CartPoleNoVel-v1", overrides=wide)) == (1, 2)
+    # where auto resolves to a GPU, the update runs there: no CPU rule applies
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 2)
+    assert choose_threads(pong) == (1, 2)
     monkeypatch.setattr("rlcli.agents.available_cores", lambda: 64)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (16, 16)
 

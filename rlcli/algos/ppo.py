@@ -117,7 +117,8 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     """An MLP acts with one thread, leaving the cores to the env backend's threads (two would spin
     beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core, except where
     its LSTM is narrow (below). A CNN on a CPU takes every core for both: its acting is a convolution
-    stack over every env's frames (Pong: 0.73 -> 0.54 s of acting a rollout on 2 cores)."""
+    stack over every env's frames (Pong: 0.73 -> 0.54 s of acting a rollout on 2 cores). ``cfg.device``
+    is resolved here: cpu or cuda."""
     network = cfg.algo.network  # type: ignore[attr-defined]
     if cfg.device == "cuda":  # type: ignore[attr-defined]
         return ThreadPlan(1, cores)
@@ -134,7 +135,7 @@ def _narrow_lstm(sequences: int, size: int) -> bool:
     small product at a time, and with two threads each of them waits on the other. Updates of MLP-LSTM
     PPO on 2 cores, two threads against one: 8 sequences of LSTM 64, 70 against 52 ms; 1 of 64 (1,024
     steps), 706 against 429; 16 of 64, 37 against 30; 8 of 128, 50 against 52; 32 of 64, 26 against 28;
-    8 of 256, 68 against 76."""
+    8 of 256, 68 against 76. Measured on 2 cores only; more threads would wait on each other longer."""
     return sequences * size * size < 2 ** 17
 
 
