@@ -311,8 +311,12 @@ def fused_lstm_sequence(x: torch.Tensor, state: torch.Tensor, starts: torch.Tens
         closing[:, 2] = 0.0  # g's weight: its gate is multiplied by the closed input gate
         weights = torch.cat([w_ih, closing.view(members, 4 * size, 1)], 2)
     no_hh_bias, train = bias.new_zeros(bias.shape[-1]), torch.is_grad_enabled()
-    outs = torch.stack([torch.lstm(inputs[m], (h0[m:m + 1], c0[m:m + 1]), [weights[m], w_hh[m], bias[m], no_hh_bias],
-                                   True, 1, 0.0, train, False, False)[0] for m in range(members)])
+    # unbind, not indexing: its backward stacks the members' gradients in one op, where each index's
+    # backward fills a zero tensor of all members and the members' gradients are then added up
+    per_member = zip(inputs.unbind(0), h0.unsqueeze(1).unbind(0), c0.unsqueeze(1).unbind(0), weights.unbind(0),
+                     w_hh.unbind(0), bias.unbind(0), strict=True)
+    outs = torch.stack([torch.lstm(x_m, (h_m, c_m), [w_m, hh_m, b_m, no_hh_bias], True, 1, 0.0, train, False, False)[0]
+                        for x_m, h_m, c_m, w_m, hh_m, b_m in per_member])
     if layout is None:
         return outs
     return outs.view(members, -1, size).index_select(1, layout[1]).view(members, steps, batch, size)
