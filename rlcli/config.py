@@ -159,7 +159,7 @@ class RunConfig(Frozen):
     algo: SerializeAsAny[AlgoConfig]
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # torch intra-op threads; None chooses per algorithm (rlcli.train.choose_threads)
+    # torch intra-op threads; None chooses per algorithm (rlcli.agents.thread_plan)
     torch_threads: Annotated[int, Field(gt=0)] | None = None
     env_threads: Annotated[int, Field(gt=0)] | None = None  # envpool worker threads; None: envpool's default
     eval: EvalConfig = EvalConfig()

@@ -170,6 +170,8 @@ def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout, members, 
 
 @fused
 def test_an_inserted_reset_step_cuts_the_gradient_exactly():
+    """Nothing before an episode's start reaches its outputs through the inserted step: not a rounding
+    residue, an exact zero."""
     ours = _float_memory()
     x = torch.randn(MEMBERS, 12, 2, 16, requires_grad=True)
     state = torch.randn(MEMBERS, 2, ours.state_size, requires_grad=True)

@@ -120,12 +120,12 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     stack over every env's frames (Pong: 0.73 -> 0.54 s of acting a rollout on 2 cores). ``cfg.device``
     is resolved here: cpu or cuda."""
     network = cfg.algo.network  # type: ignore[attr-defined]
-    if cfg.device == "cuda":  # type: ignore[attr-defined]
+    sequences = cfg.algo.minibatch_size // cfg.algo.n_steps  # type: ignore[attr-defined]
+    if cfg.device == "cuda":
         return ThreadPlan(1, cores)
     if network.trunk == "cnn":
         return ThreadPlan(cores, cores)
-    if network.recurrent == "lstm" and _narrow_lstm(cfg.algo.minibatch_size // cfg.algo.n_steps,  # type: ignore[attr-defined]
-                                                    network.recurrent_size):
+    if network.recurrent == "lstm" and _narrow_lstm(sequences, network.recurrent_size):
         return ThreadPlan(1, 1)
     return ThreadPlan(1, cores)
 
@@ -133,9 +133,10 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
 def _narrow_lstm(sequences: int, size: int) -> bool:
     """Whether an update's LSTM is too narrow for a second thread on a CPU: oneDNN's kernel steps it one
     small product at a time, and with two threads each of them waits on the other. Updates of MLP-LSTM
-    PPO on 2 cores, two threads against one: 8 sequences of LSTM 64, 70 against 52 ms; 1 of 64 (1,024
-    steps), 706 against 429; 16 of 64, 37 against 30; 8 of 128, 50 against 52; 32 of 64, 26 against 28;
-    8 of 256, 68 against 76. Measured on 2 cores only; more threads would wait on each other longer."""
+    PPO (actor and critic memories, 32 steps a sequence unless noted) on 2 cores, two threads against
+    one: 8 sequences of LSTM 64, 70 against 52 ms; 1 of 64 (1,024 steps), 706 against 429; 16 of 64, 37
+    against 30; 8 of 128 (128 steps), 50 against 52; 32 of 64, 26 against 28; 8 of 256, 68 against 76.
+    Measured on 2 cores only: on more, the same rule is a guess."""
     return sequences * size * size < 2 ** 17
 
 

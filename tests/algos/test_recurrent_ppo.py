@@ -1,4 +1,4 @@
-"""Recurrent PPO: the update replays exactly what the rollout computed, the state crosses rollouts and
+"""Recurrent PPO: the update replays what the rollout computed (to 1e-6), the state crosses rollouts and
 resets where episodes start, and every command (train, eval, play, export, resume) carries it."""
 
 import json
