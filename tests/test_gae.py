@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlcli.buffers import RolloutBuffer, compute_gae
+from rlcli.buffers import RolloutBuffer, compute_gae, gae_scan, gae_scan_numpy
 
 
 def gae(rewards, values, terminated, dones, gamma=0.9, lam=0.5):
@@ -56,3 +56,12 @@ def test_buffer_masks_reset_rows_and_returns_are_advantage_plus_value():
     assert batch.obs.shape[0] == 5
     assert 2.0 not in batch.obs.flatten().tolist()  # obs of (t=1, env=0) is dropped
     assert torch.allclose(batch.returns, batch.advantages + batch.values)
+
+
+@pytest.mark.parametrize("steps,envs", [(1, 1), (32, 16), (257, 3)])
+def test_the_numpy_scan_equals_the_torch_one_to_the_bit(steps, envs):
+    g = torch.Generator().manual_seed(steps)
+    deltas = torch.randn(steps, envs, generator=g) * torch.logspace(-30, 30, envs)
+    carry = 0.99 * 0.95 * (torch.rand(steps, envs, generator=g) > 0.1).float()
+    scanned = torch.from_numpy(gae_scan_numpy(deltas.numpy(), carry.numpy()))
+    assert torch.equal(scanned.view(torch.int32), gae_scan(deltas, carry).view(torch.int32))  # zeros' signs too
