@@ -7,6 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+NUMPY_FLOATS = (torch.float32, torch.float64)  # dtypes whose scan numpy runs (not bfloat16)
+
 
 def compute_gae(*, rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor,
                 dones: torch.Tensor, gamma: float, gae_lambda: float) -> torch.Tensor:
@@ -20,7 +22,7 @@ def compute_gae(*, rewards: torch.Tensor, values: torch.Tensor, terminated: torc
     not_terminated = 1.0 - terminated.float()
     carry = gamma * gae_lambda * (1.0 - dones.float())
     deltas = rewards + gamma * values[1:] * not_terminated - values[:-1]
-    if deltas.device.type == "cpu":
+    if deltas.device.type == "cpu" and deltas.dtype in NUMPY_FLOATS and not deltas.requires_grad:
         return torch.from_numpy(gae_scan_numpy(deltas.numpy(), carry.numpy()))
     return gae_scan(deltas, carry)
 

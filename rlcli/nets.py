@@ -84,13 +84,14 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 
 
 def full_precision(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``layer(x)`` in float32, inside an autocast region too. Output layers stay full precision under
-    bf16 training: their outputs (logits, state and action values) are what the losses compare, and a
-    bfloat16 number carries 8 significant bits, 0.4% of a Q-value of any size."""
+    """``layer.forward(x)`` in float32, inside an autocast region too (``forward``, not ``__call__``: see
+    ``MLP``; the layer's own hooks do not run). Output layers stay full precision under bf16 training:
+    their outputs (logits, state and action values) are what the losses compare, and a bfloat16 number
+    carries 8 significant bits, 0.4% of a Q-value of any size."""
     if torch.is_autocast_enabled(x.device.type):
         with torch.autocast(x.device.type, enabled=False):
             return layer.forward(x.float())
-    return layer.forward(x)  # not through __call__: see MLP
+    return layer.forward(x)
 
 
 def training_precision(precision: str, device: torch.device) -> AbstractContextManager:
@@ -141,9 +142,10 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2), ortho: bool = True)
 
 
 class MLP(nn.Sequential):
-    """Layers applied in turn, as ``nn.Sequential`` (the same parameters, names and values), each one's
-    ``forward`` called directly: ``nn.Module.__call__`` checks for hooks, which rlcli never registers, at
-    about 1 µs a layer, and a rollout step of a small MLP actor-critic runs a dozen layers."""
+    """Layers applied in turn, as ``nn.Sequential`` (the same parameters, state-dict names and values),
+    each one's ``forward`` called directly: ``nn.Module.__call__`` looks for hooks at about 1 µs a layer,
+    and a rollout step of a small MLP actor-critic runs a dozen layers. So hooks registered on the layers
+    themselves do not run (rlcli registers none); one on the trunk does."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self._modules.values():
@@ -248,11 +250,9 @@ class ActorCritic(nn.Module):
         for name, index in columns.items():  # not saved: the env's layout gives them again
             self.register_buffer(f"{name}_columns", None if index is None else torch.tensor(index),
                                  persistent=False)
-        # (start, width) of columns that lie side by side, as a key's do: a view of them takes one op
-        # without a copy where index_select allocates and gathers (a rollout step of a masked task reads
-        # three such sets)
-        self._spans = {name: (index[0], len(index)) if index and index == list(range(index[0], index[0] + len(index)))
-                       else None for name, index in columns.items()}
+        # a view of columns that lie side by side, as a key's do, takes one op without a copy where
+        # index_select allocates and gathers (a rollout step of a masked task reads three such sets)
+        self._spans = {name: _side_by_side(index) for name, index in columns.items()}
         return (len(columns["actor"] or range(size)), len(columns["critic"] or range(size)))
 
     def _columns(self, x: torch.Tensor, name: str, index: torch.Tensor | None) -> torch.Tensor:
@@ -399,6 +399,13 @@ class ActorCritic(nn.Module):
                 logp = torch.where(part > MASKED_LOGIT, logp, 0.0)
             entropy = entropy - (logp.exp() * logp).sum(-1)
         return _sum(log_probs), entropy  # type: ignore[return-value]
+
+
+def _side_by_side(index: list[int] | None) -> tuple[int, int] | None:
+    """(start, width) of columns that follow one another; None for others, or no columns."""
+    if not index or index != list(range(index[0], index[0] + len(index))):
+        return None
+    return index[0], len(index)
 
 
 def _sum(terms: list[torch.Tensor]) -> torch.Tensor:

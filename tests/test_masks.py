@@ -17,6 +17,7 @@ from rlcli.envs.layout import ObsFlattener, ObsLayout, check_masks, network_keys
 from rlcli.envs.masked import LENGTH
 from rlcli.errors import UsageError
 from rlcli.nets import MASKED_LOGIT, ActorCritic
+from rlcli.recurrent import RecurrentActorCritic
 
 CPU = torch.device("cpu")
 
@@ -307,3 +308,16 @@ def test_a_masked_run_trains_evaluates_and_exports_from_the_command_line(tmp_pat
     spec = json.loads((run / "export" / "policy.onnx.json").read_text())
     assert [(i["name"], i["dtype"], i["shape"]) for i in spec["inputs"]] == [
         ("obs", "float32", ["batch", 8]), ("action_mask", "bool", ["batch", 8])]
+
+
+@pytest.mark.parametrize("recurrent", [None, "lstm"])
+def test_each_trunk_and_the_mask_read_their_columns_whether_side_by_side_or_apart(recurrent):
+    layout = ObsLayout((("observation", 3), ("action_mask", 4), ("state", 2)), "action_mask")
+    kind = RecurrentActorCritic if recurrent else ActorCritic
+    net = kind(gym.spaces.Box(-1, 1, (layout.size,)), gym.spaces.Discrete(4),
+               NetworkConfig(hidden=(8,), recurrent=recurrent, recurrent_size=8), layout)
+    x, logits = torch.randn(5, layout.size), torch.randn(5, 4)
+    assert net._spans == {"actor": (0, 3), "critic": None, "mask": (3, 4)}  # views, and a gather for the critic
+    assert torch.equal(net._actor_in(x), x[:, [0, 1, 2]])
+    assert torch.equal(net._critic_in(x), x[:, [0, 1, 2, 7, 8]])
+    assert torch.equal(net._masked(logits, x), logits.masked_fill(x[:, 3:7] < 0.5, MASKED_LOGIT))

@@ -9,7 +9,7 @@ from torch.distributions import Categorical, Normal
 from torch.nn import functional as F
 
 from rlcli.config import NetworkConfig
-from rlcli.nets import ELU, ActorCritic, Linear
+from rlcli.nets import ELU, MLP, ActorCritic, Linear, mlp_trunk
 
 OBS = gym.spaces.Box(-1, 1, (5,), np.float32)
 
@@ -123,3 +123,13 @@ def test_cpu_elu_runs_on_a_torch_without_compiler_is_exporting(monkeypatch):
     monkeypatch.delattr(torch.compiler, "is_exporting", raising=False)  # torch < 2.6
     x = torch.linspace(-5, 5, 8192)
     assert torch.allclose(ELU()(x), F.elu(x), rtol=1e-6, atol=1e-7)
+
+
+def test_an_mlp_trunk_saves_loads_and_computes_as_a_sequential_of_its_layers():
+    trunk, _ = mlp_trunk(3, NetworkConfig(hidden=(8, 8)))
+    plain = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8), torch.nn.Tanh())
+    assert isinstance(trunk, MLP) and list(trunk.state_dict()) == list(plain.state_dict())
+    trunk.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        assert torch.equal(trunk(x), plain(x))
