@@ -72,7 +72,6 @@ def test_tensorboard_hands_events_over_once_the_interval_has_passed(tmp_path: Pa
 
 def test_a_tensorboard_write_after_close_fails_instead_of_reopening(tmp_path: Path) -> None:
     sink = TensorBoardSink(tmp_path)
-    sink.HANDOFF_SECONDS = 0.0
     sink.close()
     with pytest.raises(OSError, match="closed"):
         sink.write(1, {"charts/SPS": 1.0})
