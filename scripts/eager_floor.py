@@ -1,23 +1,26 @@
-"""How fast eager PyTorch runs the masked row's PPO iteration when nothing else is in the way.
+"""How fast a lean eager-PyTorch loop runs the masked row's PPO iteration, against rlcli's own.
 
 The masked row of ``bench_peers.py`` asks rlcli for 3x sb3-contrib's MaskablePPO. This script writes the
-same iteration out plainly, as CleanRL writes PPO: rlcli's ``MaskedChoice-v0`` entry (16 envs x 32 steps, 4
-epochs of 256-row minibatches, [64, 64] tanh actor and critic), the task's vector env, masked logits, a
-Gumbel-max draw, GAE, the clipped loss, gradient clipping and fused Adam, and none of rlcli's bookkeeping
-(observation layout, episode records, metrics, logging, normalisers, checkpoints). It alternates that
-iteration with rlcli's own, in one process, on the threads rlcli's plan gives (acting on one, updating on
-the rest), and prints the median time of each side's iteration, rollout and update:
+same iteration out as one plain loop: rlcli's ``MaskedChoice-v0`` entry (16 envs x 32 steps, 4 epochs of
+256-row minibatches, [64, 64] tanh actor and critic, the linear learning-rate schedule), the task's vector
+env, masked logits, a Gumbel-max draw, the reset rows of the next-step auto-reset left out of the update,
+GAE, the clipped loss, gradient clipping and Adam. It keeps every speed-up of rlcli's that is not
+bookkeeping (layers called as functions, GAE's numpy scan, one gather a tensor an epoch, rlcli's fused
+Adam and clipping) and drops the rest (observation layout and mask checks, episode records for the
+display, metrics, logging, normalisers, checkpoints). It alternates that iteration with rlcli's in one
+process, each side on rlcli's thread plan (acting on one thread, updating on the rest), and prints the
+median time of each side's iteration, rollout and update:
 
     python scripts/eager_floor.py --iterations 60
 
-The ratio of the two iterations bounds what rlcli could gain at these shapes without compiling or fusing
-its step; scripts/README.md ("What bounds the masked row") reads it.
+scripts/README.md ("What bounds the masked row") reads the ratio of the two iterations.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -34,6 +37,7 @@ from torch.nn import functional as F
 
 ENV_ID = "MaskedChoice-v0"
 MASKED_LOGIT = -1e8
+SKIP = 5  # first iterations of each side left out of the medians (first calls, allocations)
 
 
 @dataclass
@@ -42,107 +46,109 @@ class Timings:
     rollout: list[float] = field(default_factory=list)  # the steps and GAE
     update: list[float] = field(default_factory=list)
 
-    def medians_ms(self, skip: int) -> dict[str, float]:
-        return {name: 1e3 * statistics.median(getattr(self, name)[skip:])
+    def medians_ms(self) -> dict[str, float]:
+        """Median milliseconds of each part, the first ``SKIP`` iterations left out."""
+        return {name: 1e3 * statistics.median(getattr(self, name)[SKIP:])
                 for name in ("iteration", "rollout", "update")}
 
 
-def mlp(n_in: int, hidden: tuple[int, ...], n_out: int, out_gain: float) -> nn.Sequential:
-    """CleanRL's MLP: orthogonal weights (gain sqrt 2, the output layer ``out_gain``), zero biases, tanh."""
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(n_in, width), nn.Tanh()]
+def mlp(n_in: int, hidden: tuple[int, ...], n_out: int, out_gain: float, generator: torch.Generator
+        ) -> list[tuple[nn.Parameter, nn.Parameter]]:
+    """(weight, bias) of each layer, orthogonal (gain sqrt 2, the last ``out_gain``) with zero biases."""
+    layers = []
+    for i, width in enumerate([*hidden, n_out]):
+        weight = torch.empty(width, n_in)
+        nn.init.orthogonal_(weight, out_gain if i == len(hidden) else math.sqrt(2), generator=generator)
+        layers.append((nn.Parameter(weight), nn.Parameter(torch.zeros(width))))
         n_in = width
-    layers.append(nn.Linear(n_in, n_out))
-    linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
-    for i, layer in enumerate(linears):
-        nn.init.orthogonal_(layer.weight, out_gain if i == len(linears) - 1 else 2 ** 0.5)
-        nn.init.zeros_(layer.bias)
-    return nn.Sequential(*layers)
+    return layers
 
 
-class PlainPPO:
-    """The written-out iteration, its rollout storage preallocated as CleanRL's."""
+def forward(layers: list[tuple[nn.Parameter, nn.Parameter]], x: torch.Tensor) -> torch.Tensor:
+    """The MLP, tanh between layers, each layer a function call (no module calls)."""
+    for i, (weight, bias) in enumerate(layers):
+        x = F.linear(x, weight, bias)
+        if i < len(layers) - 1:
+            x = torch.tanh(x)
+    return x
+
+
+class LeanPPO:
+    """The written-out iteration. Its random numbers come from a generator of its own, so that its run does
+    not depend on how many rlcli draws from torch's."""
 
     def __init__(self, cfg: Any, seed: int) -> None:
         from rlcli.envs.masked import MaskedChoiceVector
+        from rlcli.optim import Adam
 
         algo = self.algo = cfg.algo
-        torch.manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)
         self.env = MaskedChoiceVector(algo.n_envs)
         self.obs, info = self.env.reset(seed=seed)
         self.mask = info["action_mask"]
-        n_obs, n_actions = self.obs.shape[1], self.mask.shape[1]
-        hidden = tuple(algo.network.hidden)
-        self.actor, self.critic = mlp(n_obs, hidden, n_actions, 0.01), mlp(n_obs, hidden, 1, 1.0)
-        self.params = [*self.actor.parameters(), *self.critic.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=algo.learning_rate, eps=algo.adam_eps, fused=True)
+        n_obs, n_actions, hidden = self.obs.shape[1], self.mask.shape[1], tuple(algo.network.hidden)
+        self.actor = mlp(n_obs, hidden, n_actions, 0.01, self.generator)
+        self.critic = mlp(n_obs, hidden, 1, 1.0, self.generator)
+        self.optimizer = Adam([p for layer in self.actor + self.critic for p in layer], lr=algo.learning_rate,
+                              eps=algo.adam_eps)
         shape = (algo.n_steps, algo.n_envs)
-        self.b_obs = torch.zeros(*shape, n_obs)
-        self.b_mask = torch.zeros(*shape, n_actions, dtype=torch.bool)
+        self.b_obs, self.b_mask = torch.zeros(*shape, n_obs), torch.zeros(*shape, n_actions, dtype=torch.bool)
         self.b_actions = torch.zeros(shape, dtype=torch.long)
-        self.b_log_probs, self.b_values = torch.zeros(shape), torch.zeros(shape)
-        self.b_rewards, self.b_dones = torch.zeros(shape), torch.zeros(shape)
-        self.b_terminated = torch.zeros(shape)
+        self.b_log_probs, self.b_values = torch.zeros(shape), torch.zeros(algo.n_steps + 1, algo.n_envs)
+        self.b_rewards = torch.zeros(shape)
+        self.b_terminated, self.b_dones, self.b_valid = (torch.zeros(shape, dtype=torch.bool) for _ in range(3))
+        self.prev_done = np.zeros(algo.n_envs, dtype=bool)  # the next row is a reset row, its action ignored
         self.returns: list[float] = []  # finished episodes' returns
         self._running = np.zeros(algo.n_envs)
 
     @torch.no_grad()
-    def rollout(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(advantages, returns) of a new rollout, [n_steps, n_envs]."""
+    def rollout(self) -> tuple[torch.Tensor, ...]:
+        """A new rollout's valid rows: (obs, masks, actions, log-probabilities, advantages, returns)."""
+        from rlcli.buffers import compute_gae
+
         algo = self.algo
         for t in range(algo.n_steps):
             obs, mask = torch.from_numpy(self.obs), torch.from_numpy(self.mask).bool()
-            logp = F.log_softmax(self.actor(obs).masked_fill(~mask, MASKED_LOGIT), -1)
-            action = (logp - torch.log(-torch.log(torch.rand_like(logp)))).argmax(-1)
-            value = self.critic(obs).squeeze(-1)
+            logp = F.log_softmax(forward(self.actor, obs).masked_fill(~mask, MASKED_LOGIT), -1)
+            noise = torch.rand(logp.shape, generator=self.generator)
+            action = (logp - torch.log(-torch.log(noise))).argmax(-1)
+            self.b_values[t] = forward(self.critic, obs).squeeze(-1)
             self.obs, reward, terminated, truncated, info = self.env.step(action.numpy())
-            self.mask = info["action_mask"]
-            done = terminated | truncated
+            self.mask, done = info["action_mask"], terminated | truncated
             self.b_obs[t], self.b_mask[t], self.b_actions[t] = obs, mask, action
             self.b_log_probs[t] = logp.gather(-1, action[:, None])[:, 0]
-            self.b_values[t] = value
             self.b_rewards[t] = torch.from_numpy(reward)
             self.b_terminated[t], self.b_dones[t] = torch.from_numpy(terminated), torch.from_numpy(done)
-            self._count_episodes(reward, done)
-        next_value = self.critic(torch.from_numpy(self.obs)).squeeze(-1)
-        return self._gae(next_value)
+            self.b_valid[t] = torch.from_numpy(~self.prev_done)
+            self.prev_done = done
+            self._running += reward
+            self.returns.extend(self._running[done].tolist())
+            self._running[done] = 0.0
+        self.b_values[-1] = forward(self.critic, torch.from_numpy(self.obs)).squeeze(-1)
+        advantages = compute_gae(rewards=self.b_rewards, values=self.b_values, terminated=self.b_terminated,
+                                 dones=self.b_dones, gamma=algo.gamma, gae_lambda=algo.gae_lambda)
+        keep = self.b_valid.flatten().nonzero().squeeze(-1)
+        return tuple(t.flatten(0, 1).index_select(0, keep) for t in (
+            self.b_obs, self.b_mask, self.b_actions, self.b_log_probs, advantages, advantages + self.b_values[:-1]))
 
-    def _count_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
-        self._running += reward
-        self.returns.extend(self._running[done].tolist())
-        self._running[done] = 0.0
-
-    def _gae(self, next_value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """GAE with the task's next-step auto-reset: the value after a step that ended an episode is that
-        of its final observation (a truncation bootstraps from it, a termination does not), and the
-        recursion stops there."""
+    def update(self, rows: tuple[torch.Tensor, ...], progress: float) -> None:
+        """Minibatch epochs over the rollout's rows, the learning rate at ``progress`` of its schedule."""
         algo = self.algo
-        advantages, last = torch.zeros_like(self.b_rewards), torch.zeros(algo.n_envs)
-        for t in reversed(range(algo.n_steps)):
-            following = next_value if t == algo.n_steps - 1 else self.b_values[t + 1]
-            delta = self.b_rewards[t] + algo.gamma * following * (1.0 - self.b_terminated[t]) - self.b_values[t]
-            last = delta + algo.gamma * algo.gae_lambda * (1.0 - self.b_dones[t]) * last
-            advantages[t] = last
-        return advantages, advantages + self.b_values
-
-    def update(self, advantages: torch.Tensor, returns: torch.Tensor) -> None:
-        algo = self.algo
-        rows = [t.flatten(0, 1) for t in (self.b_obs, self.b_mask, self.b_actions, self.b_log_probs,
-                                            advantages, returns)]
+        self.optimizer.lr = algo.learning_rate * max(1.0 - progress, 0.0)
         for _ in range(algo.n_epochs):
-            for index in torch.randperm(algo.batch_size).split(algo.minibatch_size):
-                obs, mask, actions, old_log_probs, adv, ret = (t[index] for t in rows)
-                logp = F.log_softmax(self.actor(obs).masked_fill(~mask, MASKED_LOGIT), -1)
+            order = torch.randperm(len(rows[0]), generator=self.generator)
+            shuffled = [t.index_select(0, order) for t in rows]
+            for start in range(0, len(order), algo.minibatch_size):
+                obs, mask, actions, old_log_probs, adv, ret = (t[start:start + algo.minibatch_size] for t in shuffled)
+                logp = F.log_softmax(forward(self.actor, obs).masked_fill(~mask, MASKED_LOGIT), -1)
                 ratio = (logp.gather(-1, actions[:, None])[:, 0] - old_log_probs).exp()
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 clipped = ratio.clamp(1.0 - algo.clip_range, 1.0 + algo.clip_range)
                 policy_loss = torch.max(-adv * ratio, -adv * clipped).mean()
-                value_loss = 0.5 * (self.critic(obs).squeeze(-1) - ret).square().mean()
-                loss = policy_loss + algo.vf_coef * value_loss
+                value_loss = 0.5 * (forward(self.critic, obs).squeeze(-1) - ret).square().mean()
                 self.optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.params, algo.max_grad_norm, foreach=True)
+                (policy_loss + algo.vf_coef * value_loss).backward()
+                self.optimizer.clip_grad_norm_(algo.max_grad_norm)
                 self.optimizer.step()
 
 
@@ -162,48 +168,67 @@ def timed_iteration(rollout: Callable[[], Any], update: Callable[[Any], None], p
     timings.update.append(end - middle)
 
 
-def measure(iterations: int, seed: int, skip: int = 5) -> dict[str, Any]:
-    """Both sides' median times (ms) over ``iterations`` iterations each, alternating, after ``skip``; and
-    the written-out loop's mean return over its last 100 finished episodes."""
+def measure(iterations: int, seed: int) -> dict[str, Any]:
+    """Each side's median times (ms) over ``iterations`` iterations, the two alternating (in turn first),
+    the ratio of their iterations, the written-out loop's mean return over its last 100 episodes, and the
+    thread plan."""
     from rlcli.algos import resolve
     from rlcli.allocator import retain_freed_memory
     from rlcli.train import close, set_up
 
+    # the process settings rlcli's training runs under (rlcli.train.run)
     retain_freed_memory()
     torch.set_flush_denormal(True)
     cfg = resolve("ppo", ENV_ID, backend="gymnasium", overrides={}, seed=seed, device="cpu", eval_every=0)
+    sides = {"lean": Timings(), "rlcli": Timings()}
     with tempfile.TemporaryDirectory(prefix="eager-floor-") as tmp:
         session = set_up(cfg, Path(tmp) / "run", [], None, False, False)
         collector, agent, plan = session.learner.collector, session.agent, session.learner.plan
-        plain, sides = PlainPPO(cfg, seed), {"plain": Timings(), "rlcli": Timings()}
+        lean = None
         try:
+            lean = LeanPPO(cfg, seed)
             for i in range(iterations):
-                timed_iteration(plain.rollout, lambda data: plain.update(*data), plan, sides["plain"])
-                timed_iteration(lambda: collector.collect().batch(cfg.algo.gamma, cfg.algo.gae_lambda),
-                                lambda batch, i=i: agent.update(batch, progress=i / iterations), plan, sides["rlcli"])
+                progress = i / iterations
+                runs = {
+                    "lean": lambda p=progress: timed_iteration(lean.rollout, lambda rows: lean.update(rows, p),
+                                                               plan, sides["lean"]),
+                    "rlcli": lambda p=progress: timed_iteration(
+                        lambda: collector.collect().batch(cfg.algo.gamma, cfg.algo.gae_lambda),
+                        lambda batch: agent.update(batch, progress=p), plan, sides["rlcli"]),
+                }
+                for name in (("lean", "rlcli") if i % 2 == 0 else ("rlcli", "lean")):
+                    runs[name]()
         finally:
             close(session)
-    result: dict[str, Any] = {name: timings.medians_ms(skip) for name, timings in sides.items()}
-    result["speedup"] = result["rlcli"]["iteration"] / result["plain"]["iteration"]
-    result["plain_return"] = float(np.mean(plain.returns[-100:])) if plain.returns else float("nan")
+            if lean is not None:
+                lean.env.close()
+    result: dict[str, Any] = {name: timings.medians_ms() for name, timings in sides.items()}
+    result["speedup"] = result["rlcli"]["iteration"] / result["lean"]["iteration"]
+    result["lean_return"] = float(np.mean(lean.returns[-100:])) if lean.returns else math.nan
     result["threads"] = {"acting": plan.acting, "updating": plan.updating}
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Prints the two sides' medians and their ratio; 2 for bad arguments."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=60, help="iterations of each side (default 60)")
+    parser.add_argument("--iterations", type=int, default=60,
+                        help=f"iterations of each side, more than {SKIP} (default 60)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the result here")
     opts = parser.parse_args(argv)
+    if opts.iterations <= SKIP:
+        parser.error(f"--iterations must be more than {SKIP}, the iterations left out as warm-up")
     result = measure(opts.iterations, opts.seed)
-    print(f"{ENV_ID}, {opts.iterations} iterations a side, medians (ms):")
+    threads = result["threads"]
+    print(f"{ENV_ID}, {opts.iterations} iterations a side, acting on {threads['acting']} thread(s), updating "
+          f"on {threads['updating']}; medians (ms):")
     print(f"{'':8s} {'iteration':>10s} {'rollout':>10s} {'update':>10s}")
-    for side in ("plain", "rlcli"):
+    for side in ("lean", "rlcli"):
         row = result[side]
         print(f"{side:8s} {row['iteration']:10.2f} {row['rollout']:10.2f} {row['update']:10.2f}")
-    print(f"the written-out iteration runs {result['speedup']:.2f}x rlcli's; its last 100 episodes returned "
-          f"{result['plain_return']:.1f} on average")
+    print(f"the lean loop's iteration runs {result['speedup']:.2f}x rlcli's; its last 100 episodes returned "
+          f"{result['lean_return']:.1f} on average")
     if opts.json:
         opts.json.write_text(json.dumps(result, indent=2))
     return 0
