@@ -98,7 +98,8 @@ def test_cpu_elu_matches_torchs_in_value_and_its_gradient_to_the_bit():
 
 
 @pytest.mark.parametrize("shape", [(11, 256), (4, 64), (256, 128)])
-def test_cpu_linear_matches_nn_linear(shape):
+def test_cpu_linear_matches_nn_linear(shape, monkeypatch):
+    monkeypatch.setattr(Linear, "WIDE", 0)  # the faster weight gradient at every size
     torch.manual_seed(0)
     ours, theirs = Linear(*shape), torch.nn.Linear(*shape)
     theirs.load_state_dict(ours.state_dict())
@@ -117,6 +118,20 @@ def test_cpu_linear_matches_nn_linear(shape):
     assert list(ours.state_dict()) == ["weight", "bias"]
     x64 = torch.randn(20, shape[0], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(Linear(*shape).double(), (x64,))
+
+
+@pytest.mark.parametrize("rows,faster", [(256, False), (1024, True)])
+def test_the_cpu_linear_takes_the_faster_weight_gradient_from_wide_outputs_up(rows, faster):
+    torch.manual_seed(0)
+    ours, theirs = Linear(8, 64), torch.nn.Linear(8, 64)
+    theirs.load_state_dict(ours.state_dict())
+    x, upstream = torch.randn(rows, 8), torch.randn(rows, 64)
+    y = ours(x)
+    assert (type(y.grad_fn).__name__ == "_LinearTransposedWeightGradBackward") is faster  # 1,024 x 64 = WIDE
+    grads = [torch.autograd.grad(layer(x), (layer.weight, layer.bias), upstream) for layer in (ours, theirs)]
+    assert torch.equal(grads[0][1], grads[1][1])
+    if not faster:  # nn.Linear's own backward: every bit the same
+        assert torch.equal(grads[0][0], grads[1][0])
 
 
 def test_cpu_elu_runs_on_a_torch_without_compiler_is_exporting(monkeypatch):
