@@ -125,11 +125,11 @@ class Linear(nn.Linear):
     27 -> 256: 394 against 240), which also sums more accurately (mean error against float64 1.4e-5
     against 2.5e-5). Forward, input and bias gradients are F.linear's to the bit. It takes over from
     ``WIDE`` outputs (rows times ``out_features``) up: below, the Function's own cost in the backward
-    pass outweighs the faster product (whole updates with F.linear there: a masked task's, 256 rows of
-    8 -> 64, 8.21-8.30 -> 7.76-7.90 ms; CartPole's, 64 rows of 4 -> 64, 23.8-24.2 -> 22.1-22.6 ms).
+    pass outweighs the faster product (whole updates with F.linear there, the two alternating: a masked
+    task's, 256 rows of 8 -> 64, 8.27 -> 7.92 ms; CartPole's, 64 rows of 4 -> 64, 23.78 -> 22.43 ms).
     Elsewhere (GPU, autocast, tracing, export, no gradient) it is plain ``nn.Linear``."""
 
-    WIDE = 65_536  # SAC's 256 rows of 256 and every larger PPO minibatch keep the faster product
+    WIDE = 65_536  # SAC's 256 rows of 256 and MuJoCo PPO's 2,048 of 256 keep the faster product
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (torch.is_grad_enabled() and self.in_features < self.out_features and self.bias is not None

@@ -8,7 +8,7 @@ GAE, the clipped loss, gradient clipping and Adam. It keeps every speed-up of rl
 bookkeeping (layers called as functions, GAE's numpy scan, one gather a tensor an epoch, rlcli's fused
 Adam and clipping) and drops the rest (observation layout and mask checks, episode records for the
 display, metrics, logging, normalisers, checkpoints). It alternates that iteration with rlcli's in one
-process, each side on rlcli's thread plan (acting on one thread, updating on the rest), and prints the
+process, each side on rlcli's thread plan (acting on one thread, updating on every core), and prints the
 median time of each side's iteration, rollout and update:
 
     python scripts/eager_floor.py --iterations 60
@@ -71,6 +71,21 @@ def forward(layers: list[tuple[nn.Parameter, nn.Parameter]], x: torch.Tensor) ->
         if i < len(layers) - 1:
             x = torch.tanh(x)
     return x
+
+
+def entry_mismatches(cfg: Any) -> list[str]:
+    """The settings of the task's entry that the lean loop does not implement (it would then time another
+    algorithm than rlcli's)."""
+    algo, net = cfg.algo, cfg.algo.network
+    expected = {"ent_coef": (algo.ent_coef, 0.0), "clip_value": (algo.clip_value, None),
+                "clip_range_schedule": (algo.clip_range_schedule, "constant"),
+                "normalize_advantage": (algo.normalize_advantage, True), "normalize_obs": (algo.normalize_obs, False),
+                "normalize_reward": (algo.normalize_reward, False), "lr_schedule": (algo.lr_schedule.value, "linear"),
+                "precision": (algo.precision, "fp32"), "network.activation": (net.activation, "tanh"),
+                "network.shared": (net.shared, False), "network.recurrent": (net.recurrent, None),
+                "network.ortho_init": (net.ortho_init, True)}
+    return [f"{name} is {value!r} (the lean loop has {want!r})" for name, (value, want) in expected.items()
+            if value != want]
 
 
 class LeanPPO:
@@ -180,6 +195,9 @@ def measure(iterations: int, seed: int) -> dict[str, Any]:
     retain_freed_memory()
     torch.set_flush_denormal(True)
     cfg = resolve("ppo", ENV_ID, backend="gymnasium", overrides={}, seed=seed, device="cpu", eval_every=0)
+    mismatches = entry_mismatches(cfg)
+    if mismatches:
+        raise ValueError(f"{ENV_ID}'s entry has changed: " + "; ".join(mismatches))
     sides = {"lean": Timings(), "rlcli": Timings()}
     with tempfile.TemporaryDirectory(prefix="eager-floor-") as tmp:
         session = set_up(cfg, Path(tmp) / "run", [], None, False, False)
@@ -210,7 +228,7 @@ def measure(iterations: int, seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Prints the two sides' medians and their ratio; 2 for bad arguments."""
+    """Prints the two sides' medians and their ratio (argparse exits with 2 on bad arguments)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=60,
                         help=f"iterations of each side, more than {SKIP} (default 60)")

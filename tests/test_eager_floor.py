@@ -29,3 +29,18 @@ def test_too_few_iterations_is_one_line_and_exit_2():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--iterations must be more than 5" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_lean_loop_names_any_setting_of_the_entry_it_does_not_implement(monkeypatch):
+    import importlib.util
+
+    from rlcli.algos import resolve
+
+    spec = importlib.util.spec_from_file_location("eager_floor", REPO / "scripts/eager_floor.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "eager_floor", module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    assert module.entry_mismatches(resolve("ppo", module.ENV_ID, overrides={}, seed=0)) == []
+    changed = resolve("ppo", module.ENV_ID, overrides={"ent_coef": 0.01, "network": {"activation": "relu"}}, seed=0)
+    assert module.entry_mismatches(changed) == ["ent_coef is 0.01 (the lean loop has 0.0)",
+                                               "network.activation is 'relu' (the lean loop has 'tanh')"]
