@@ -73,6 +73,10 @@ def forward(layers: list[tuple[nn.Parameter, nn.Parameter]], x: torch.Tensor) ->
     return x
 
 
+class EntryChanged(ValueError):
+    """The task's entry asks for something the lean loop does not do."""
+
+
 def entry_mismatches(cfg: Any) -> list[str]:
     """The settings of the task's entry that the lean loop does not implement (it would then time another
     algorithm than rlcli's)."""
@@ -197,7 +201,7 @@ def measure(iterations: int, seed: int) -> dict[str, Any]:
     cfg = resolve("ppo", ENV_ID, backend="gymnasium", overrides={}, seed=seed, device="cpu", eval_every=0)
     mismatches = entry_mismatches(cfg)
     if mismatches:
-        raise ValueError(f"{ENV_ID}'s entry has changed: " + "; ".join(mismatches))
+        raise EntryChanged(f"{ENV_ID}'s entry has changed: " + "; ".join(mismatches))
     sides = {"lean": Timings(), "rlcli": Timings()}
     with tempfile.TemporaryDirectory(prefix="eager-floor-") as tmp:
         session = set_up(cfg, Path(tmp) / "run", [], None, False, False)
@@ -237,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     if opts.iterations <= SKIP:
         parser.error(f"--iterations must be more than {SKIP}, the iterations left out as warm-up")
-    result = measure(opts.iterations, opts.seed)
+    try:
+        result = measure(opts.iterations, opts.seed)
+    except EntryChanged as error:
+        parser.error(str(error))
     threads = result["threads"]
     print(f"{ENV_ID}, {opts.iterations} iterations a side, acting on {threads['acting']} thread(s), updating "
           f"on {threads['updating']}; medians (ms):")
