@@ -302,7 +302,7 @@ def fused_lstm_sequence(x: torch.Tensor, state: torch.Tensor, starts: torch.Tens
     h0, c0 = state[..., :size] * entering, state[..., size:] * entering
     inputs, weights, layout = x, w_ih, _inserted_steps(starts)
     if layout is not None:
-        reads, _, padded = layout
+        reads, places, padded = layout  # places: each step's position in the longer sequence
         rows = x.new_zeros(members, steps * batch + 2, features + 1)  # x's rows, a zero row, the indicator
         rows[:, :-2, :features] = x.reshape(members, steps * batch, features)
         rows[:, -1, features] = 1.0
@@ -319,7 +319,6 @@ def fused_lstm_sequence(x: torch.Tensor, state: torch.Tensor, starts: torch.Tens
                         for x_m, h_m, c_m, w_m, hh_m, b_m in per_member])
     if layout is None:
         return outs
-    places = layout[1]  # each step's position in the longer sequence
     return outs.view(members, -1, size).index_select(1, places).view(members, steps, batch, size)
 
 
