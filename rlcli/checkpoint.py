@@ -27,7 +27,6 @@ import torch
 
 import rlcli
 from rlcli.errors import CheckpointError, StorageError
-from rlcli.optim import Adam
 
 CONFIG, MODEL, OPTIMIZER, META, EVAL, REPLAY, RESUME = (
     "config.yaml", "model.safetensors", "optimizer.safetensors", "meta.json", "eval.json",
@@ -129,7 +128,7 @@ def load_tensors_and_values(path: Path, step: int | None = None) -> tuple[dict[s
         raise CheckpointError(f"{path} is corrupt or not a safetensors file ({e})") from None
 
 
-def optimizer_tensors(optimizers: dict[str, Adam]) -> dict[str, torch.Tensor]:
+def optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, torch.Tensor]:
     """Each optimiser's per-parameter state as ``NAME.INDEX.FIELD`` tensors (learning rates are
     not here: the agent's ``extra_state`` carries what its schedule needs)."""
     out = {}
@@ -140,15 +139,23 @@ def optimizer_tensors(optimizers: dict[str, Adam]) -> dict[str, torch.Tensor]:
     return out
 
 
-def load_optimizer_tensors(optimizers: dict[str, Adam],
+def load_optimizer_tensors(optimizers: dict[str, torch.optim.Optimizer],
                            tensors: dict[str, torch.Tensor]) -> None:
     states: dict[str, dict[int, dict[str, torch.Tensor]]] = {name: {} for name in optimizers}
     for key, value in tensors.items():
         prefix, index, name = key.split(".", 2)
         if prefix not in states:
             raise CheckpointError(f"optimizer state for unknown optimizer '{prefix}'")
-        states[prefix].setdefault(int(index), {})[name] = value
+        # a copy: torch's loader keeps a tensor already of the right type and device, shared with the caller
+        states[prefix].setdefault(int(index), {})[name] = value.clone()
     for prefix, optimizer in optimizers.items():
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        for index, state in states[prefix].items():
+            shape = tuple(params[index].shape) if index < len(params) else None
+            for name, value in state.items():
+                if name != "step" and tuple(value.shape) != shape:
+                    raise CheckpointError(f"optimizer state '{prefix}' does not fit this agent: {prefix}.{index}."
+                                          f"{name} has shape {tuple(value.shape)}, the parameter {shape}")
         try:
             optimizer.load_state_dict({"state": states[prefix],
                                        "param_groups": optimizer.state_dict()["param_groups"]})

@@ -30,6 +30,8 @@ class Frozen(BaseModel):
 # with bf16 instructions (AVX512-BF16, AMX) and on recent GPUs; output layers, losses, weights and
 # optimiser state stay float32. Evaluation, play and export always run float32.
 Precision = Literal["fp32", "bf16"]
+# torch.compile of the acting and update steps: "on", "off", or "auto" (rlcli.compiling says when)
+Compile = Literal["off", "on", "auto"]
 
 
 class Schedule(str, Enum):
@@ -63,6 +65,15 @@ class AlgoConfig(Frozen):
     steps: Annotated[int, Field(gt=0)] = 1_000_000
     n_envs: Annotated[int, Field(gt=0)] = 8
     precision: Precision = "fp32"
+    compile: Compile = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compile_from_bool(cls, data: Any) -> Any:
+        """Runs saved when ``compile`` was a yes/no switch still load."""
+        if isinstance(data, dict) and isinstance(data.get("compile"), bool):
+            return {**data, "compile": "on" if data["compile"] else "off"}
+        return data
 
 
 # The config model of each registered algorithm, by name, and its hyperparameter file where that is not

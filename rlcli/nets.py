@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -21,77 +21,22 @@ from rlcli.envs.layout import ObsLayout, network_keys
 from rlcli.errors import UsageError
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-LOG2_E = 1.0 / math.log(2.0)
-FULL_PRECISION = (torch.float32, torch.float64)
 # what a masked action's logit becomes (sb3-contrib's value): its probability is exactly 0 in float32,
 # and no infinity enters the arithmetic, so a log-probability or an entropy term is never NaN
 MASKED_LOGIT = -1e8
 
 
-def _elu_on_cpu(x: torch.Tensor) -> torch.Tensor:
-    """max(x, exp(min(x, 0)) - 1), with the exponential as exp2: ELU, since exp(x) - 1 >= x everywhere.
-    Within 6e-8 of ``F.elu`` (float32); one temporary, written in place."""
-    y = x.clamp(max=0.0).mul_(LOG2_E).exp2_().sub_(1.0)
-    return torch.maximum(y, x, out=y)
-
-
-class _ELUOnCPU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return _elu_on_cpu(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        # torch's own ELU gradient, from the input as F.elu's autograd takes it: grad * exp(x) below 0
-        return torch.ops.aten.elu_backward(grad, 1.0, 1, 1, False, x)
-
-
-def _capturing_graph() -> bool:
-    """Whether a TorchScript trace or script, ``torch.compile`` or ``torch.export`` is recording this
-    call: the CPU layers below then give the standard op, which an exported file must carry.
-    ``torch.compiler.is_exporting`` arrived in torch 2.6; older versions export under the others."""
-    is_exporting = getattr(torch.compiler, "is_exporting", None)
-    return (torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling()
-            or bool(is_exporting and is_exporting()))
-
-
-class ELU(nn.Module):
-    """ELU (alpha 1) with a faster forward on a CPU, torch's backward. torch's CPU kernel evaluates
-    ``expm1`` at about 1.4 ns an element; clamp, exp2 and max take half that (2,048 x 256 on 2
-    threads: 393 -> 216 µs). The gradient is F.elu's to the bit given the same input (an earlier
-    version took it from the output, as torch's in-place ELU does: there exp(x) = y + 1 loses every
-    digit for x below about -16, and it was reverted). Elsewhere, and when traced or exported, it is
-    ``F.elu``: one fused kernel on a GPU, the standard op in an exported file; in bfloat16 (``precision:
-    bf16``), where four roundings would cost digits that torch's one keeps; and on tensors of fewer than
-    ``SMALL`` elements (evaluation's few rows), where four ops cost more than one (10 x 64: 11 against
-    3 µs)."""
-
-    SMALL = 4096
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # capture first: under a trace, numel() is a tensor, and reading it as a bool warns
-        if _capturing_graph() or x.device.type != "cpu" or x.dtype not in FULL_PRECISION \
-                or x.numel() < self.SMALL:
-            return F.elu(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _ELUOnCPU.apply(x)
-        return _elu_on_cpu(x)
-
-
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": ELU, "silu": nn.SiLU}
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
 def full_precision(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``layer.forward(x)`` in float32, inside an autocast region too (``forward``, not ``__call__``: see
-    ``MLP``; the layer's own hooks do not run). Output layers stay full precision under bf16 training:
-    their outputs (logits, state and action values) are what the losses compare, and a bfloat16 number
-    carries 8 significant bits, 0.4% of a Q-value of any size."""
+    """``layer(x)`` in float32, inside an autocast region too. Output layers stay full precision under
+    bf16 training: their outputs (logits, state and action values) are what the losses compare, and a
+    bfloat16 number carries 8 significant bits, 0.4% of a Q-value of any size."""
     if torch.is_autocast_enabled(x.device.type):
         with torch.autocast(x.device.type, enabled=False):
-            return layer.forward(x.float())
-    return layer.forward(x)
+            return layer(x.float())
+    return layer(x)
 
 
 def training_precision(precision: str, device: torch.device) -> AbstractContextManager:
@@ -101,45 +46,6 @@ def training_precision(precision: str, device: torch.device) -> AbstractContextM
     return nullcontext()
 
 
-class _LinearTransposedWeightGrad(torch.autograd.Function):
-    """``addmm(bias, x, weightᵀ)``, as ``F.linear``, with the weight gradient taken as (xᵀ·grad)ᵀ."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        return torch.addmm(bias, x, weight.t())
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, weight = ctx.saved_tensors
-        need_x, need_weight, need_bias = ctx.needs_input_grad
-        return (grad.mm(weight) if need_x else None,
-                x.t().mm(grad).t() if need_weight else None,
-                grad.sum(0) if need_bias else None)
-
-
-class Linear(nn.Linear):
-    """``nn.Linear`` with a faster weight gradient on a CPU where it widens its input (an MLP's first
-    layer on a small observation). torch's CPU product takes gradᵀ·x, [out, B] x [B, in], 3-4x slower
-    for a narrow ``in`` than the same numbers as (xᵀ·grad)ᵀ (B 2,048, 11 -> 256: 669 against 165 µs;
-    27 -> 256: 394 against 240), which also sums more accurately (mean error against float64 1.4e-5
-    against 2.5e-5). Forward, input and bias gradients are F.linear's to the bit. It takes over from
-    ``WIDE`` outputs (rows times ``out_features``) up: below, the Function's own cost in the backward
-    pass outweighs the faster product (whole updates with F.linear there, the two alternating: a masked
-    task's, 256 rows of 8 -> 64, 8.27 -> 7.92 ms; CartPole's, 64 rows of 4 -> 64, 23.78 -> 22.43 ms).
-    Elsewhere (GPU, autocast, tracing, export, no gradient) it is plain ``nn.Linear``."""
-
-    WIDE = 65_536  # SAC's 256 rows of 256 and MuJoCo PPO's 2,048 of 256 keep the faster product
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (torch.is_grad_enabled() and self.in_features < self.out_features and self.bias is not None
-                and x.dim() == 2 and x.device.type == "cpu" and self.weight.requires_grad
-                and not torch.is_autocast_enabled("cpu") and not _capturing_graph()
-                and x.shape[0] * self.out_features >= self.WIDE):
-            return _LinearTransposedWeightGrad.apply(x, self.weight, self.bias)
-        return F.linear(x, self.weight, self.bias)
-
-
 def layer_init(layer: nn.Module, gain: float = math.sqrt(2), ortho: bool = True) -> nn.Module:
     if ortho:
         nn.init.orthogonal_(layer.weight, gain)
@@ -147,25 +53,13 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2), ortho: bool = True)
     return layer
 
 
-class MLP(nn.Sequential):
-    """Layers applied in turn, as ``nn.Sequential`` (the same parameters, state-dict names and values),
-    each one's ``forward`` called directly: ``nn.Module.__call__`` looks for hooks at about 1 µs a layer,
-    and a rollout step of a small MLP actor-critic runs a dozen layers. So hooks registered on the layers
-    themselves do not run (rlcli registers none); one on the trunk does."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self._modules.values():
-            x = layer.forward(x)  # type: ignore[union-attr]
-        return x
-
-
 def mlp_trunk(in_dim: int, cfg: NetworkConfig) -> tuple[nn.Module, int]:
     layers: list[nn.Module] = []
     for width in cfg.hidden:
-        layers += [layer_init(Linear(in_dim, width), ortho=cfg.ortho_init),
+        layers += [layer_init(nn.Linear(in_dim, width), ortho=cfg.ortho_init),
                    ACTIVATIONS[cfg.activation]()]
         in_dim = width
-    return MLP(*layers), in_dim
+    return nn.Sequential(*layers), in_dim
 
 
 def nature_cnn_trunk(in_shape: tuple[int, ...], cfg: NetworkConfig) -> tuple[nn.Module, int]:
@@ -283,12 +177,9 @@ class ActorCritic(nn.Module):
 
     def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
         if self.pixels:
-            if _capturing_graph():  # the same values, in the plainest ops an exported file can hold
-                return obs.float() / 255.0
-            # channels-last frames: oneDNN's convolutions run about 1.5x faster on them on a CPU
-            # (Nature CNN forward + backward, 256 frames), to the same values
-            # copy=True: the scaling below is in place, and must never reach the caller's tensor
-            return obs.to(torch.float32, memory_format=torch.channels_last, copy=True).div_(255.0)
+            # channels-last frames: oneDNN's CPU convolutions run about 1.5x faster on them (Nature CNN
+            # forward and backward, 256 frames), and the compiler's layouts agree with them
+            return (obs.float() / 255.0).contiguous(memory_format=torch.channels_last)
         return obs.flatten(1)
 
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -389,9 +280,7 @@ class ActorCritic(nn.Module):
                 a = (logp - torch.log(-torch.log(torch.rand_like(logp)))).argmax(-1)
             actions.append(a)
             log_probs.append(logp.gather(-1, a.unsqueeze(-1)).squeeze(-1))
-        if len(actions) == 1:  # no stack and sum of one (the same values, two ops fewer a step)
-            return actions[0].unsqueeze(-1), log_probs[0]
-        return torch.stack(actions, -1), _sum(log_probs)
+        return torch.stack(actions, -1), sum(log_probs[1:], log_probs[0])
 
     def _categorical_evaluate(self, logits: torch.Tensor, actions: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -404,7 +293,7 @@ class ActorCritic(nn.Module):
                 # (256 x 8: 50 against 4 µs); exp(0) * 0 is the 0 that zeroing after it gave
                 logp = torch.where(part > MASKED_LOGIT, logp, 0.0)
             entropy = entropy - (logp.exp() * logp).sum(-1)
-        return _sum(log_probs), entropy  # type: ignore[return-value]
+        return sum(log_probs[1:], log_probs[0]), entropy  # type: ignore[return-value]
 
 
 def _side_by_side(index: list[int] | None) -> tuple[int, int] | None:
@@ -412,16 +301,6 @@ def _side_by_side(index: list[int] | None) -> tuple[int, int] | None:
     if not index or index != list(range(index[0], index[0] + len(index))):
         return None
     return index[0], len(index)
-
-
-def _sum(terms: list[torch.Tensor]) -> torch.Tensor:
-    """The terms added in order, 0 + a + b + ...; one term is itself, without an op."""
-    if len(terms) == 1:
-        return terms[0]
-    total = 0 + terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return total
 
 
 class ActorCriticPolicy(nn.Module):
@@ -485,8 +364,6 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(actions within the env's bounds, their log-probabilities)."""
         mean, log_std, pre_tanh = self._pre_tanh(obs, deterministic)
-        # the log-probability first: autograd sums the gradients reaching pre_tanh in the order the
-        # graph was built, and this order is the one the learning figures were taken with
         log_prob = squashed_gaussian_log_prob(pre_tanh, mean, log_std)
         return self._squash(pre_tanh), log_prob
 

@@ -19,7 +19,7 @@ from torch import nn
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import ObsLayout
 from rlcli.nets import ActorCritic, PolicySample, full_precision, layer_init
-from rlcli.rnn import fused_lstm_available, fused_lstm_sequence, gru_cell, gru_sequence, lstm_cell, lstm_sequence
+from rlcli.rnn import cell_sequence, fused_lstm_available, fused_lstm_sequence, gru_cell, lstm_cell
 
 
 class Memory(nn.Module):
@@ -48,9 +48,9 @@ class Memory(nn.Module):
             gates_x = torch.baddbmm(self.b_ih[:m].unsqueeze(1), x, self.w_ih[:m].transpose(1, 2))
             w_hh_t = self.w_hh[:m].transpose(1, 2)
             if self.lstm:
-                h, c = lstm_cell(gates_x, state[..., :self.size], state[..., self.size:], w_hh_t)[:2]
+                h, c = lstm_cell(gates_x, state[..., :self.size], state[..., self.size:], w_hh_t)
                 return h, torch.cat([h, c], -1)
-            h = gru_cell(gates_x, state, w_hh_t, self.b_hh[:m].unsqueeze(1))[0]  # type: ignore[index]
+            h = gru_cell(gates_x, state, w_hh_t, self.b_hh[:m].unsqueeze(1))  # type: ignore[index]
             return h, h
 
     def replay(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
@@ -60,14 +60,9 @@ class Memory(nn.Module):
         rounding where torch's one-kernel LSTM replays them)."""
         with _full_precision(x):
             x = x.to(self.w_ih.dtype)
-            if self.lstm and fused_lstm_available(x):
+            if self.lstm and fused_lstm_available(x) and not torch.compiler.is_compiling():
                 return fused_lstm_sequence(x, state, starts, self.w_ih, self.w_hh, self.b_ih)
-            keep = (~starts)[:, None, :, None].to(self.w_ih.dtype)
-            if self.lstm:
-                out = lstm_sequence(x, state, keep, self.w_ih, self.w_hh, self.b_ih)
-            else:
-                out = gru_sequence(x, state, keep, self.w_ih, self.w_hh, self.b_ih, self.b_hh)  # type: ignore[arg-type]
-            return out.transpose(0, 1)
+            return cell_sequence(x, state, starts, self.w_ih, self.w_hh, self.b_ih, self.b_hh)
 
 
 def _full_precision(x: torch.Tensor) -> AbstractContextManager:

@@ -70,7 +70,7 @@ def test_a_recurrent_update_on_the_gpu_replays_what_its_rollout_recorded(kind):
     assert batch.starts[1:].any() and batch.state.is_cuda
     for envs in (torch.arange(4, device="cuda"), torch.tensor([2, 0], device="cuda")):
         with torch.no_grad():
-            log_probs, _, values, old_log_probs, old_values, *_ = agent._sequences(batch, envs)
+            log_probs, _, values, old_log_probs, old_values, *_ = agent._evaluated(agent._sequence_rows(batch, envs))
         torch.testing.assert_close(log_probs, old_log_probs, rtol=0, atol=1e-6)
         torch.testing.assert_close(values, old_values, rtol=0, atol=1e-6)
 

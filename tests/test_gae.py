@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlcli.buffers import RolloutBuffer, compute_gae, gae_scan, gae_scan_numpy
+from rlcli.buffers import RolloutBuffer, compute_gae
 
 
 def gae(rewards, values, terminated, dones, gamma=0.9, lam=0.5):
@@ -56,24 +56,3 @@ def test_buffer_masks_reset_rows_and_returns_are_advantage_plus_value():
     assert batch.obs.shape[0] == 5
     assert 2.0 not in batch.obs.flatten().tolist()  # obs of (t=1, env=0) is dropped
     assert torch.allclose(batch.returns, batch.advantages + batch.values)
-
-
-@pytest.mark.parametrize("steps,envs", [(1, 1), (32, 16), (257, 3)])
-def test_the_numpy_scan_equals_the_torch_one_to_the_bit(steps, envs):
-    g = torch.Generator().manual_seed(steps)
-    deltas = torch.randn(steps, envs, generator=g) * torch.logspace(-30, 30, envs)
-    carry = 0.99 * 0.95 * (torch.rand(steps, envs, generator=g) > 0.1).float()
-    scanned = torch.from_numpy(gae_scan_numpy(deltas.numpy(), carry.numpy()))
-    assert torch.equal(scanned.view(torch.int32), gae_scan(deltas, carry).view(torch.int32))  # zeros' signs too
-
-
-def test_compute_gae_on_a_cpu_gives_the_torch_scans_bits():
-    g = torch.Generator().manual_seed(0)
-    rewards, values = torch.randn(64, 5, generator=g), torch.randn(65, 5, generator=g)
-    terminated = torch.rand(64, 5, generator=g) < 0.05
-    dones = terminated | (torch.rand(64, 5, generator=g) < 0.05)
-    kwargs = dict(values=values, terminated=terminated, dones=dones, gamma=0.99, gae_lambda=0.95)
-    scanned = compute_gae(rewards=rewards, **kwargs)
-    through_torch = compute_gae(rewards=rewards.clone().requires_grad_(), **kwargs)  # autograd keeps torch's loop
-    assert scanned.dtype == torch.float32 and scanned.device.type == "cpu"
-    assert torch.equal(scanned.view(torch.int32), through_torch.detach().view(torch.int32))

@@ -1,7 +1,8 @@
 """rlcli.rnn's LSTM and GRU against torch's layers: outputs, states and gradients of each member, with
-resets inside the sequence, and the hand-written backward against autograd's numerical check (in float64,
-where the LSTM is the written-out one); the float32 replay through torch's one-kernel LSTM against it."""
+resets inside the sequence, and autograd's numerical check (in float64, where the LSTM is the plain cell
+loop); the float32 replay through torch's one-kernel LSTM against that loop."""
 
+import copy
 from unittest.mock import patch
 
 import pytest
@@ -139,9 +140,9 @@ def _float_memory(members: int = MEMBERS) -> Memory:
 @pytest.mark.parametrize(("layout", "members", "steps", "envs"), [
     ("none inside", MEMBERS, 20, 6), ("scattered", MEMBERS, 20, 6), ("consecutive", MEMBERS, 20, 6),
     ("every step", MEMBERS, 20, 6), ("scattered", 1, 20, 6), ("every step", 1, 9, 1), ("every step", 1, 1, 3)])
-def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout, members, steps, envs):
+def test_the_one_kernel_lstm_replay_equals_the_cell_loop(layout, members, steps, envs):
     """float32 on a CPU replays through torch's oneDNN LSTM, each reset a step of its own; its outputs and
-    gradients are the written-out layer's (which the tests above hold to torch's) within float32 rounding."""
+    gradients are the cell loop's (which the tests above hold to torch's) within float32 rounding."""
     ours = _float_memory(members)
     x = torch.randn(members, steps, envs, 16, requires_grad=True)
     state = torch.randn(members, envs, ours.state_size, requires_grad=True)
@@ -157,15 +158,15 @@ def test_the_one_kernel_lstm_replay_equals_the_written_out_one(layout, members, 
     weights = torch.randn(members, steps, envs, ours.size)
 
     results = []
-    for one_kernel in (True, False):
+    for one_kernel in (True, False):  # the cell loop in float64: the exact values float32 rounds
+        memory = ours if one_kernel else copy.deepcopy(ours).double()
+        inputs = [t.detach().to(memory.w_ih.dtype).requires_grad_() for t in (x, state)]
         with patch("rlcli.recurrent.fused_lstm_available", return_value=one_kernel):
-            ours.zero_grad()
-            x.grad = state.grad = None
-            out = ours.replay(x, state, starts)
-            (out * weights).sum().backward()
-            results.append([out, x.grad, state.grad, ours.w_ih.grad, ours.w_hh.grad, ours.b_ih.grad])
-    for fused_value, written in zip(*results, strict=True):
-        torch.testing.assert_close(fused_value, written, rtol=1e-5, atol=1e-6)
+            out = memory.replay(inputs[0], inputs[1], starts)
+            (out * weights.to(out.dtype)).sum().backward()
+            results.append([out, inputs[0].grad, inputs[1].grad, memory.w_ih.grad, memory.w_hh.grad, memory.b_ih.grad])
+    for fused_value, exact in zip(*results, strict=True):
+        torch.testing.assert_close(fused_value, exact.float(), rtol=1e-5, atol=1e-6)
 
 
 @fused

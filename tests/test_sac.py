@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.algos.sac import SAC, SACConfig, alpha_loss_and_grad, polyak_update
+from rlcli.algos.sac import SAC, SACConfig, alpha_loss, polyak_update
 from rlcli.buffers import ReplayBuffer
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
@@ -85,13 +85,14 @@ def test_acting_draws_the_same_actions_as_the_forward_that_the_losses_use():
         assert torch.equal(actor.act(obs, deterministic), expected)
 
 
-def test_alpha_gradient_has_autograds_bits():
+def test_the_temperature_gradient_is_the_closed_form_and_leaves_the_entropy_alone():
     log_alpha = torch.nn.Parameter(torch.tensor(-1.6094))
     for entropy in torch.randn(200) * 5:
-        loss = -(log_alpha * (-3.0 - entropy)).mean()
+        loss = alpha_loss(log_alpha, -3.0, entropy.requires_grad_())
         loss.backward()
-        ours, grad = alpha_loss_and_grad(log_alpha.detach(), -3.0, entropy)
-        assert torch.equal(grad, log_alpha.grad) and torch.equal(ours, loss.detach())
+        # closed form: d/d log_alpha of -log_alpha * (target - H) is H - target; nothing reaches H
+        assert torch.equal(log_alpha.grad, entropy.detach() + 3.0) and entropy.grad is None
+        assert torch.equal(loss.detach(), -(log_alpha.detach() * (-3.0 - entropy.detach())))
         log_alpha.grad = None
 
 

@@ -79,11 +79,13 @@ def _cfg(algo, env_id, **run):
 def test_thread_policy(monkeypatch):
     monkeypatch.setattr("rlcli.agents.available_cores", lambda: 2)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (2, 2)  # update-bound: every core
-    assert choose_threads(_cfg("ppo", "CartPole-v1")) == (1, 2)  # acting leaves cores to the envs
+    # acting leaves cores to the envs; a 64-wide update gains nothing from a second thread
+    assert choose_threads(_cfg("ppo", "CartPole-v1")) == (1, 1)
+    assert choose_threads(resolve("ppo", "Hopper-v5")) == (1, 2)  # 2,048 rows of 256: every core
     assert choose_threads(_cfg("ppo", "CartPole-v1", torch_threads=3)) == (3, 3)
     pong = resolve("ppo", "Pong-v5")
     assert choose_threads(pong) == (2, 2)  # a CNN's acting is convolutions over every env's frames
-    # an LSTM of 64 over 8 sequences a minibatch updates faster on one thread; of 256, on every core
+    # an LSTM of 64 updates on one thread; of 256, on every core
     assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 1)
     wide = {"network": {"recurrent": "lstm", "recurrent_size": 256}}
     assert choose_threads(resolve("ppo", "CartPoleNoVel-v1", overrides=wide)) == (1, 2)

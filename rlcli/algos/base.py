@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from rlcli.envs import VecEnv
     from rlcli.envs.snapshot import Snapshot
     from rlcli.nets import PolicySample
-    from rlcli.optim import Adam
 
 Metrics = Mapping[str, float | torch.Tensor]  # name -> value; tensors are read once per iteration
 
@@ -42,7 +41,7 @@ class Agent(Protocol):
         export run (export serialises this module and checks the file against it)."""
         ...
 
-    def optimizers(self) -> dict[str, Adam]: ...
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]: ...
 
     def extra_state(self) -> dict[str, Any]:
         """What a resume needs beyond tensors (a schedule's position), as JSON values."""

@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
+from rlcli.compiling import compiled
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.distributed.world import SINGLE, World
 from rlcli.envs.layout import ObsLayout
@@ -33,7 +34,7 @@ from rlcli.errors import UsageError
 from rlcli.grouped import GroupedActorCritic
 from rlcli.nets import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
 from rlcli.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
-from rlcli.optim import Adam
+from rlcli.optim import adam, set_lr
 from rlcli.recurrent import RecurrentActorCritic, RecurrentPolicy
 from rlcli.threads import ThreadPlan
 
@@ -115,29 +116,27 @@ COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trun
 
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     """An MLP acts with one thread, leaving the cores to the env backend's threads (two would spin
-    beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core, except where
-    its LSTM is narrow (below). A CNN on a CPU takes every core for both: its acting is a convolution
-    stack over every env's frames (Pong: 0.73 -> 0.54 s of acting a rollout on 2 cores). ``cfg.device``
-    is resolved here: cpu or cuda."""
-    network = cfg.algo.network  # type: ignore[attr-defined]
-    sequences = cfg.algo.minibatch_size // cfg.algo.n_steps  # type: ignore[attr-defined]
+    beside them: Hopper's rollout went from 251 to 398 ms), and updates with every core once its
+    minibatch is large enough to share (``shares_cores``). A CNN on a CPU takes every core for both: its
+    acting is a convolution stack over every env's frames. ``cfg.device`` is resolved here: cpu or cuda."""
+    algo = cfg.algo
     if cfg.device == "cuda":
         return ThreadPlan(1, cores)
-    if network.trunk == "cnn":
+    if algo.network.trunk == "cnn":  # type: ignore[attr-defined]
         return ThreadPlan(cores, cores)
-    if network.recurrent == "lstm" and _narrow_lstm(sequences, network.recurrent_size):
-        return ThreadPlan(1, 1)
-    return ThreadPlan(1, cores)
+    return ThreadPlan(1, cores if shares_cores(algo) else 1)  # type: ignore[arg-type]
 
 
-def _narrow_lstm(sequences: int, size: int) -> bool:
-    """Whether an update's LSTM is too narrow for a second thread on a CPU: oneDNN's kernel steps it one
-    small product at a time, and with two threads each of them waits on the other. Updates of MLP-LSTM
-    PPO (actor and critic memories, 32 steps a sequence unless noted) on 2 cores, two threads against
-    one: 8 sequences of LSTM 64, 70 against 52 ms; 1 of 64 (1,024 steps), 706 against 429; 16 of 64, 37
-    against 30; 8 of 128 (128 steps), 50 against 52; 32 of 64, 26 against 28; 8 of 256, 68 against 76.
-    Measured on 2 cores only: on more, the same rule is a guess."""
-    return sequences * size * size < 2 ** 17
+def shares_cores(algo: PPOConfig) -> bool:
+    """Whether an MLP update is worth a second thread: layers (or a memory) at least 128 wide and a minibatch's product
+    with the widest of at least 2^22 multiply-adds. Forward, backward and Adam of a two-layer MLP on 2
+    cores, one thread against two (µs): 64 wide, 64 rows 317 against 353, 2,048 rows 1,240 against 1,469;
+    256 wide, 64 rows 680 against 594, 512 rows 2,998 against 1,622. Below, a second thread gains nothing
+    alone, and beside a busy process its spinning wait collapses the update (64 rows of 64: 317 against
+    1,584 µs)."""
+    network = algo.network
+    widest = max((*network.hidden, network.recurrent_size if network.recurrent else 0), default=64)
+    return widest >= 128 and algo.minibatch_size * widest * widest >= 2 ** 22
 
 
 def network_class(cfg: NetworkConfig, layout: ObsLayout | None) -> type[nn.Module]:
@@ -230,9 +229,12 @@ class PPO(nn.Module):
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
         for stats in self._shared_statistics():  # on the device: what they pool is read there
             stats.share()
-        # one fused kernel over all parameters (torch's CPU default, a Python loop per tensor, profiled
-        # at 13% of CartPole's training time)
-        self.optimizer = Adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self._params = list(self.net.parameters())
+        self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
+        self._step = compiled(self._minibatch_step, cfg.compile, device, cfg.steps)
+        self._sample = compiled(self.net.sample, cfg.compile, device, cfg.steps)
+        self._value_of = compiled(self.net.value_of, cfg.compile, device, cfg.steps)
         self.learning_rate = cfg.learning_rate
         self.action_shape = (len(self.net.nvec),) if self.net.nvec else tuple(action_space.shape)
         self.action_dtype = torch.long if self.net.nvec else torch.float32
@@ -255,7 +257,7 @@ class PPO(nn.Module):
         """The arithmetic of rollout acting and the update (``precision``); evaluation is float32."""
         return training_precision(self.cfg.precision, self.device)
 
-    def optimizers(self) -> dict[str, Adam]:
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"policy": self.optimizer}
 
     def extra_state(self) -> dict[str, float]:
@@ -308,12 +310,12 @@ class PPO(nn.Module):
         """Actions drawn for observed rows, with their log-probabilities; ``value_of`` finishes the critic."""
         with self.training_precision():
             if state is None:
-                return self.net.sample(obs)
-            return self.net.sample(obs, state=state)  # type: ignore[call-arg]
+                return self._sample(obs)
+            return self._sample(obs, state=state)
 
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         with self.training_precision():
-            return self.net.value_of(sample)
+            return self._value_of(sample)
 
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """State values of raw observations (the bootstrap after a rollout's last step)."""
@@ -347,6 +349,7 @@ class PPO(nn.Module):
             self.learning_rate, clip = self.world.agree(self.learning_rate, clip)
             pool_statistics(self._shared_statistics(), self.world.all_gather)
         self._set_lr(self.learning_rate)
+        clip_t = self._clip.fill_(clip)
 
         sequences = isinstance(batch, SequenceBatch)
         n, size = (batch.obs.shape[1], cfg.minibatch_size // cfg.n_steps) if sequences else (
@@ -357,7 +360,7 @@ class PPO(nn.Module):
             epoch_kl = torch.zeros((), device=self.device)
             n_minibatches = 0
             for rows in self._epoch(batch, n, size, count):
-                stats = self._minibatch_step(rows, clip)
+                stats = self._step(rows, clip_t)
                 sums += stats
                 epoch_kl += stats[3]
                 n_minibatches += 1
@@ -397,19 +400,20 @@ class PPO(nn.Module):
 
     def _epoch(self, batch: RolloutBatch | SequenceBatch, n: int, size: int, count: int | None
                ) -> Iterator[tuple[torch.Tensor, ...]]:
-        """Each minibatch of an epoch as ``_rows`` gives it, the rows (or env sequences) in a new random
-        order: ``size`` each, or this process's share of ``count`` minibatches split between processes."""
+        """Each minibatch of an epoch, the rows (or env sequences) in a new random order: ``size`` each, or
+        this process's share of ``count`` minibatches split between processes. Rows come as the rollout
+        holds them (a ``RolloutBatch``'s fields), sequences as a ``SequenceBatch``'s first eight fields
+        and the state."""
         chunks = self._minibatches(n, size, count)
-        if isinstance(batch, SequenceBatch) or count is not None:
+        if isinstance(batch, SequenceBatch):
             for index in chunks:
-                yield self._sequences(batch, index) if isinstance(batch, SequenceBatch) else self._rows(batch, index)
+                yield self._sequence_rows(batch, index)
             return
-        # the epoch's rows gathered once per tensor, each minibatch a slice: the rows that a gather per
-        # minibatch would give, for a sixth of the ops
+        # the epoch's rows gathered once per tensor, each minibatch a slice of them
         shuffled = [t.index_select(0, torch.cat(chunks)) for t in batch]
         start = 0
         for index in chunks:
-            yield self._evaluated(*(t[start:start + len(index)] for t in shuffled))
+            yield tuple(t[start:start + len(index)] for t in shuffled)
             start += len(index)
 
     def _minibatches(self, n: int, size: int, count: int | None) -> tuple[torch.Tensor, ...]:
@@ -440,34 +444,32 @@ class PPO(nn.Module):
         explained = 1.0 - (e_squares - e_sum * e_sum / n) / var_returns
         return torch.where(var_returns > 0, explained, torch.zeros_like(explained)).float()
 
-    def _rows(self, batch: RolloutBatch, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(log_probs, entropy, values) of the minibatch's rows under the current network, then the
-        rollout's (log_probs, values, advantages, returns) of the same rows."""
-        # index_select, not t[index]: the same rows, and 256 Atari frames take 0.12 against 2.12 ms (2 threads)
-        return self._evaluated(*(t.index_select(0, index) for t in batch))
+    @staticmethod
+    def _sequence_rows(batch: SequenceBatch, envs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The whole rollout sequences of the envs ``envs`` (a ``SequenceBatch``'s fields, env-indexed)."""
+        return tuple(t.index_select(1, envs) for t in batch[:8]) + (batch.state.index_select(0, envs),)
 
-    def _evaluated(self, obs: torch.Tensor, actions: torch.Tensor, old_log_probs: torch.Tensor,
-                   old_values: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor
-                   ) -> tuple[torch.Tensor, ...]:
-        """``_rows`` for rows already gathered."""
+    def _evaluated(self, rows: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """(log_probs, entropy, values) of a minibatch's rows under the current network, then the rollout's
+        (log_probs, values, advantages, returns) of the same rows; a sequence minibatch is replayed from its
+        stored state, and only its valid rows kept."""
+        if len(rows) == 6:
+            obs, actions, old_log_probs, old_values, advantages, returns = rows
+            with self.training_precision():
+                log_probs, entropy, values = self.net.evaluate(obs, actions)
+            return log_probs, entropy, values, old_log_probs, old_values, advantages, returns
+        obs, actions, old_log_probs, old_values, advantages, returns, valid, starts, state = rows
         with self.training_precision():
-            log_probs, entropy, values = self.net.evaluate(obs, actions)
-        return log_probs, entropy, values, old_log_probs, old_values, advantages, returns
-
-    def _sequences(self, batch: SequenceBatch, envs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``_rows`` for the valid rows of whole env sequences, replayed from the rollout's stored state."""
-        obs, actions, old_log_probs, old_values, advantages, returns, valid, starts = (
-            t.index_select(1, envs) for t in batch[:8])
-        with self.training_precision():
-            log_probs, entropy, values = self.net.replay(obs, actions, batch.state.index_select(0, envs),  # type: ignore[operator]
-                                                         starts)
+            log_probs, entropy, values = self.net.replay(obs, actions, state, starts)  # type: ignore[operator]
         keep = valid.flatten().nonzero().squeeze(-1)
         return tuple(t.flatten(0, 1).index_select(0, keep) for t in (
             log_probs, entropy, values, old_log_probs, old_values, advantages, returns))
 
-    def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: float) -> torch.Tensor:
+    def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: torch.Tensor) -> torch.Tensor:
+        """One gradient step on a minibatch (forward, loss, backward, clipping, Adam): what ``compile``
+        compiles. Returns the step's (policy loss, value loss, entropy, KL, clip fraction, 1)."""
         cfg = self.cfg
-        log_probs, entropy, values, old_log_probs, old_values, advantages, returns = rows
+        log_probs, entropy, values, old_log_probs, old_values, advantages, returns = self._evaluated(rows)
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
         total = None  # one process: every loss is a mean over the minibatch
@@ -485,8 +487,8 @@ class PPO(nn.Module):
 
         self.optimizer.zero_grad()
         loss.backward()
-        self.world.sum_gradients_(self.optimizer.params)
-        self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
+        self.world.sum_gradients_(self._params)
+        nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm, foreach=True)
         self.optimizer.step()
 
         with torch.no_grad():
@@ -497,4 +499,4 @@ class PPO(nn.Module):
                                 approx_kl, clip_fraction, self._one])
 
     def _set_lr(self, lr: float) -> None:
-        self.optimizer.lr = lr
+        set_lr(self.optimizer, lr)

@@ -3,7 +3,7 @@ hyperparameters, search space, thread policy and agent.
 
 The update keeps everything on the device: losses and metrics stay tensors (summed by the caller and
 read once per training iteration), the twin critics are one batched network, and the Polyak update is
-one fused ``_foreach_lerp_``. ``compile=True`` compiles the two loss functions with ``torch.compile``.
+an in-place interpolation. ``compile`` compiles acting and both gradient steps (loss, backward and Adam).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from pydantic import Field
 from torch import nn
 
 from rlcli.buffers import ReplayBatch
+from rlcli.compiling import compiled
 from rlcli.config import AlgoConfig, Precision, RunConfig
 from rlcli.errors import UsageError
 from rlcli.nets import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
 from rlcli.normalization import ObsNormalizer
-from rlcli.optim import Adam
+from rlcli.optim import adam
 from rlcli.threads import ThreadPlan
 
 
@@ -54,7 +55,6 @@ class SACConfig(AlgoConfig):
     actor_hidden: tuple[int, ...] = (256, 256)
     critic_hidden: tuple[int, ...] = (256, 256)
     activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
-    compile: bool = False  # torch.compile the update step
     precision: Precision = "fp32"
 
 
@@ -82,16 +82,14 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
 @torch.no_grad()
 def polyak_update(target: list[torch.Tensor], online: list[torch.Tensor], rate: float) -> None:
     """target <- (1 - rate) * target + rate * online, in place (no autograd history)."""
-    torch._foreach_lerp_(target, online, rate)
+    for t, o in zip(target, online, strict=True):
+        t.lerp_(o, rate)
 
 
-def alpha_loss_and_grad(log_alpha: torch.Tensor, target_entropy: float, entropy: torch.Tensor
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The temperature's loss -log_alpha * (target_entropy - entropy) and its gradient in log_alpha,
-    -(target_entropy - entropy): the bits autograd gives (its three nodes multiply by -1 and divide by 1),
-    without a backward pass, which costs a tenth of a millisecond on a CPU for one scalar."""
-    gap = target_entropy - entropy
-    return -(log_alpha * gap), -gap
+def alpha_loss(log_alpha: torch.Tensor, target_entropy: float, entropy: torch.Tensor) -> torch.Tensor:
+    """The temperature's loss -log_alpha * (target_entropy - entropy): its gradient raises alpha while the
+    policy's entropy is below the target and lowers it above."""
+    return -(log_alpha * (target_entropy - entropy.detach()))
 
 
 class SAC(nn.Module):
@@ -111,17 +109,18 @@ class SAC(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(act_dim)
-        self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.alpha_optimizer = Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_optimizer = adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_optimizer = adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.alpha_optimizer = adam([self.log_alpha], lr=cfg.alpha_lr)
         self.action_dim = act_dim
         self.__dict__["_policies"] = {}  # not submodules: they share the actor's parameters
         self.updates = 0
         self._zero = torch.zeros((), device=device)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
-        self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
-        self._actor_loss = torch.compile(self.actor_loss) if cfg.compile else self.actor_loss
+        self._critic_step = compiled(self.critic_step, cfg.compile, device, cfg.steps)
+        self._actor_step = compiled(self.actor_step, cfg.compile, device, cfg.steps)
+        self._act = compiled(self._act_eager, cfg.compile, device, cfg.steps)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
@@ -135,7 +134,7 @@ class SAC(nn.Module):
         """The arithmetic of the update (``precision``); acting and evaluation are float32."""
         return training_precision(self.cfg.precision, self.device)
 
-    def optimizers(self) -> dict[str, Adam]:
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
 
     def extra_state(self) -> dict[str, int]:
@@ -164,6 +163,9 @@ class SAC(nn.Module):
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Env actions drawn for raw observations, for training."""
+        return self._act(obs)
+
+    def _act_eager(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor.act(self.obs_norm(obs.float()))
 
     def critic_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor
@@ -183,37 +185,47 @@ class SAC(nn.Module):
         q = self.critic(obs, actions).min(0).values
         return (self.log_alpha.exp().detach() * log_probs - q).mean(), log_probs.detach()
 
+    def critic_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step of the critics; returns (their loss, the mean Q, the normalised observations)."""
+        obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
+        with self.training_precision():
+            loss, q_mean = self.critic_loss(batch, obs, next_obs)
+        self.critic_optimizer.zero_grad()
+        loss.backward()
+        self.critic_optimizer.step()
+        return loss.detach(), q_mean, obs
+
+    def actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step of the actor, and of the temperature where it is tuned; returns (the actor's
+        loss, the temperature's, the policy's entropy)."""
+        with self.training_precision():
+            loss, log_probs = self.actor_loss(obs)
+        self.actor_optimizer.zero_grad()
+        loss.backward()
+        self.actor_optimizer.step()
+        entropy = -log_probs.mean()
+        temperature_loss = self._zero
+        if self.cfg.autotune_alpha:
+            temperature_loss = alpha_loss(self.log_alpha, self.target_entropy, entropy)
+            self.alpha_optimizer.zero_grad()
+            temperature_loss.backward()
+            self.alpha_optimizer.step()
+        return loss.detach(), temperature_loss.detach(), entropy
+
     def update(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
         """One gradient step of the critics (and, every ``policy_delay`` steps, of the actor and alpha).
         Returns metrics as tensors, without synchronising with the device; those of the actor only on
         the steps that moved it."""
         cfg = self.cfg
-        obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
-        with self.training_precision():
-            critic_loss, q_mean = self._critic_loss(batch, obs, next_obs)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
-
+        critic_loss, q_mean, obs = self._critic_step(batch)
         self.updates += 1
-        metrics = {"losses/critic": critic_loss.detach(), "charts/q_mean": q_mean}
+        metrics = {"losses/critic": critic_loss, "charts/q_mean": q_mean}
         if self.updates % cfg.policy_delay == 0:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
-            with self.training_precision():
-                actor_loss, log_probs = self._actor_loss(obs)
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
-            self.actor_optimizer.step()
+            actor_loss, temperature_loss, entropy = self._actor_step(obs)
             self.critic.requires_grad_(True)
-            entropy = -log_probs.mean()
-            alpha_loss = self._zero
-            if cfg.autotune_alpha:
-                alpha_loss, self.log_alpha.grad = alpha_loss_and_grad(self.log_alpha.detach(), self.target_entropy,
-                                                                      entropy)
-                self.alpha_optimizer.step()
-            metrics |= {"losses/actor": actor_loss.detach(), "losses/alpha": alpha_loss.detach(),
-                        "charts/entropy": entropy}
+            metrics |= {"losses/actor": actor_loss, "losses/alpha": temperature_loss, "charts/entropy": entropy}
         if self.updates % cfg.target_update_every == 0:
             polyak_update(self._target_params, self._critic_params, cfg.target_update_rate)
         metrics["charts/alpha"] = self.log_alpha.detach().exp()

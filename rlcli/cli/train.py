@@ -96,6 +96,10 @@ def train(
     track: Annotated[bool, typer.Option(help="Log to Weights & Biases.")] = False,
     wandb_project: Annotated[str, typer.Option(help="W&B project for --track.")] = "rlcli",
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
+    compile_steps: Annotated[Optional[bool], typer.Option(
+        "--compile/--no-compile", show_default=False,
+        help="torch.compile the acting and update steps (CUDA graphs on a GPU) \\[default: the entry's "
+             "compile setting, auto: on a GPU only].")] = None,
     save_buffer: Annotated[bool, typer.Option(
         help="Also checkpoint the replay buffer (off-policy algorithms), and restore it on --resume.")] = False,
     nproc: Annotated[Optional[int], typer.Option(
@@ -107,7 +111,8 @@ def train(
     request = Request(env_id, algo, seed, steps, n_envs, params, config_file, backend, run_dir, eval_every,
                       eval_episodes, env_module, resume,
                       {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
-                       **parse_stop_at(stop_at), "stop_when": stop_when})
+                       **parse_stop_at(stop_at), "stop_when": stop_when},
+                      None if compile_steps is None else ("on" if compile_steps else "off"))
     project = wandb_project if track else None
     world = join()
     try:
@@ -146,6 +151,7 @@ class Request:
     env_module: str | None
     resume: Path | None
     runtime: dict[str, Any]  # run settings a resume may change: device, threads, stop conditions
+    compile: str | None = None  # --compile / --no-compile, which a resume may change too
 
 
 def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
@@ -156,6 +162,8 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
         ignored = [name for name, value in (("-p", r.params), ("--config", r.config_file), ("--backend", r.backend),
                                             ("--n-envs", r.n_envs), ("--env-module", r.env_module)) if value]
         cfg, directory, done = resumed_config(r.resume, r.env_id, r.algo, ignored, r.runtime, r.steps)
+        if r.compile is not None:
+            cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"compile": r.compile})})
         console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {r.resume} at step {done:,}")
         return cfg, directory, done
     if r.env_id is None:
@@ -164,8 +172,8 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     env_id, note = resolve_env_id(r.env_id)
     if note:
         console.print(note)
-    overrides = deep_merge(parse_overrides(r.params or []), {k: v for k, v in (("steps", r.steps), ("n_envs", r.n_envs))
-                                                             if v is not None})
+    overrides = deep_merge(parse_overrides(r.params or []), {k: v for k, v in (
+        ("steps", r.steps), ("n_envs", r.n_envs), ("compile", r.compile)) if v is not None})
     cfg = resolve(r.algo or DEFAULT, env_id, backend=(r.backend or Backend.auto).value, env_module=r.env_module,
                   config_file=r.config_file, overrides=overrides, seed=r.seed,
                   eval_every=r.eval_every, eval_episodes=r.eval_episodes,
@@ -279,7 +287,7 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     if ignored:
         raise UsageError(f"--resume continues the run as configured in {resume / CONFIG}; "
                          f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
-                         "--stop-at, --stop-when may change)")
+                         "--stop-at, --stop-when, --compile may change)")
     update = {k: v for k, v in runtime.items() if v is not None}
     if runtime.get("stop_at") is not None:  # a return replaces a saved win rate, and the other way round
         update["stop_opponent"] = runtime.get("stop_opponent")

@@ -110,8 +110,8 @@ class World:
         if self.size == 1 or not grads:
             return
         flat = self.sum_(torch.cat([g.reshape(-1) for g in grads]))
-        torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(flat.split([g.numel() for g in grads]),
-                                                                          grads, strict=True)])
+        for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+            g.copy_(part.view_as(g))
 
     @_collective
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:

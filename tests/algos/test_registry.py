@@ -36,7 +36,7 @@ class A2C(ppo.PPO):
         loss = policy_loss + self.cfg.vf_coef * value_loss - self.cfg.ent_coef * entropy.mean()
         self.optimizer.zero_grad()
         loss.backward()
-        self.optimizer.clip_grad_norm_(self.cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         return {"losses/policy": float(policy_loss.detach()), "losses/value": float(value_loss.detach())}
 

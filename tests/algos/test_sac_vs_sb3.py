@@ -149,8 +149,8 @@ def test_whole_updates_agree_given_rlclis_log_std_range_and_the_exact_squash(mon
     model.actor.log_std = TanhLogStd(model.actor.log_std)
     model.actor.action_dist.epsilon = 0.0
     # rlcli's critic loss halved, as SB3's: the factor 2 is the subject of the Adam test below
-    critic_loss = agent._critic_loss
-    agent._critic_loss = lambda *args: (lambda loss, q: (0.5 * loss, q))(*critic_loss(*args))
+    critic_loss = agent.critic_loss
+    monkeypatch.setattr(agent, "critic_loss", lambda *args: (lambda loss, q: (0.5 * loss, q))(*critic_loss(*args)))
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
         batch = random_batch(generator)
@@ -252,7 +252,8 @@ def test_temperature_target_entropy_and_learning_rates_start_equal():
     assert model.target_entropy == agent.target_entropy == -ACT_DIM
     assert model.log_ent_coef.exp().item() == pytest.approx(agent.cfg.alpha)
     for optimizer in (model.actor.optimizer, model.critic.optimizer, model.ent_coef_optimizer):
-        assert optimizer.param_groups[0]["lr"] == 3e-4 and optimizer.param_groups[0]["eps"] == agent.actor_optimizer.eps
+        ours = agent.actor_optimizer.param_groups[0]
+        assert optimizer.param_groups[0]["lr"] == 3e-4 and optimizer.param_groups[0]["eps"] == ours["eps"]
 
 
 def test_with_bounds_other_than_unit_rlclis_critic_reads_env_actions_and_sb3s_actions_scaled_to_unit():

@@ -1,0 +1,29 @@
+"""The compile switch: which functions ``torch.compile`` builds, and when ``auto`` turns it on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from rlcli.config import Compile
+
+F = TypeVar("F", bound=Callable)
+
+
+def compile_enabled(mode: Compile, device: torch.device, steps: int) -> bool:
+    """Whether a run compiles its acting and update steps. ``auto``: on a GPU, where compiled steps with
+    CUDA graphs remove the launch overhead that bounds small networks' updates; off on a CPU, where a
+    run pays 15-60 s of compiling for a few percent per step (docs/speed.md's table)."""
+    if mode == "auto":
+        return device.type == "cuda"
+    return mode == "on"
+
+
+def compiled(fn: F, mode: Compile, device: torch.device, steps: int) -> F:
+    """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. On a GPU the
+    compiled graphs are replayed as CUDA graphs (``reduce-overhead``)."""
+    if not compile_enabled(mode, device, steps):
+        return fn
+    return torch.compile(fn, mode="reduce-overhead" if device.type == "cuda" else None)  # type: ignore[return-value]

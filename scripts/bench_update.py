@@ -1,0 +1,135 @@
+"""Times one algorithm's update step eager and compiled on one device, on the batches a real run feeds it.
+
+Run (from the repository root):
+
+    python scripts/bench_update.py --case sac-hopper --device cuda
+    python scripts/bench_update.py --case ppo-pong --device cpu --updates 5
+
+Cases: ``sac-hopper`` (SAC's gradient step on Hopper-v5's shapes: 256 transitions, 256 x 256 networks),
+``ppo-hopper`` (one PPO update, 64 envs x 64 steps, 5 epochs of 2,048 rows, as the mujoco group) and
+``ppo-pong`` (one PPO update of the Nature CNN, 8 envs x 128 steps of 4 stacked 84 x 84 frames, 4 epochs
+of 256 frames, as the atari group). Each variant builds a fresh agent from the shipped entry
+(``-p compile=off`` or ``on``), warms up (compiling, for the compiled one), then times ``--updates``
+updates, synchronising the device around each. Prints one line per variant and the ratio; ``--json``
+writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcli.agents import build_agent
+from rlcli.algos import resolve
+from rlcli.buffers import ReplayBatch, RolloutBuffer
+
+CASES = {
+    "sac-hopper": ("sac", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
+    "ppo-hopper": ("ppo", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
+    "ppo-pong": ("ppo", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
+}
+
+
+class _Spaces:
+    """What ``build_agent`` reads of an env: its spaces and count."""
+
+    def __init__(self, obs: gym.Space, action: gym.Space, n: int) -> None:
+        self.single_observation_space, self.single_action_space, self.num_envs = obs, action, n
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _ppo_batch(agent, n_envs: int, generator: torch.Generator):
+    """A full rollout of random rows in the agent's own storage, with its advantages."""
+    buf: RolloutBuffer = agent.new_rollout(n_envs)
+    device = buf.obs.device
+    if buf.obs.dtype == torch.uint8:
+        buf.obs.copy_(torch.randint(0, 256, buf.obs.shape, generator=generator, dtype=torch.uint8))
+    else:
+        buf.obs.copy_(torch.randn(buf.obs.shape, generator=generator))
+    with torch.no_grad():
+        sample = agent.sample(buf.obs.flatten(0, 1).to(device))
+    buf.actions.copy_(sample.actions.view(buf.actions.shape))
+    buf.log_probs.copy_(sample.log_probs.view(buf.log_probs.shape))
+    buf.values.copy_(torch.randn(buf.values.shape, generator=generator))
+    buf.rewards.copy_(torch.randn(buf.rewards.shape, generator=generator))
+    buf.valid.fill_(True)
+    return buf.batch(0.99, 0.95)
+
+
+def _sac_batch(agent, rows: int, generator: torch.Generator, device: torch.device) -> ReplayBatch:
+    obs = torch.randn(rows, 11, generator=generator)
+    return ReplayBatch(obs.to(device), (torch.rand(rows, 3, generator=generator) * 2 - 1).to(device),
+                       torch.randn(rows, generator=generator).to(device),
+                       torch.randn(rows, 11, generator=generator).to(device), torch.zeros(rows, device=device))
+
+
+def time_updates(case: str, compile_mode: str, device: torch.device, updates: int, warmup: int) -> dict:
+    """Milliseconds per update (median) after ``warmup`` untimed updates, and the warm-up's seconds."""
+    algo, env_id, obs_space, action_space = CASES[case]
+    cfg = resolve(algo, env_id, overrides={"compile": compile_mode}, device=device.type)
+    torch.manual_seed(0)
+    n = cfg.algo.n_envs
+    agent = build_agent(cfg, _Spaces(obs_space, action_space, n), device)
+    generator = torch.Generator().manual_seed(0)
+    if algo == "sac":
+        batch = _sac_batch(agent, cfg.algo.batch_size, generator, device)
+        step = lambda: agent.update(batch)  # noqa: E731
+    else:
+        rollout = _ppo_batch(agent, n, generator)
+        step = lambda: agent.update(rollout, progress=0.5)  # noqa: E731
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    warm = time.perf_counter() - start
+    times = []
+    for _ in range(updates):
+        _sync(device)
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return {"case": case, "compile": compile_mode, "device": str(device), "ms": 1e3 * statistics.median(times),
+            "warmup_s": warm, "updates": updates}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=sorted(CASES), required=True)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--updates", type=int, default=None, help="timed updates (default: 200 SAC, 10 PPO)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--variants", default="off,on", help="compile settings to time, comma-separated")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.updates is not None and args.updates < 1:
+        print("--updates must be at least 1", file=sys.stderr)
+        return 2
+    updates = args.updates or (200 if args.case.startswith("sac") else 10)
+    device = torch.device(args.device)
+    results = [time_updates(args.case, mode, device, updates, args.warmup) for mode in args.variants.split(",")]
+    for r in results:
+        print(f"{r['case']} {r['device']} compile={r['compile']}: {r['ms']:.3f} ms an update "
+              f"(warm-up {r['warmup_s']:.1f} s)")
+    if len(results) == 2:
+        print(f"{args.case} {device}: compiled {results[0]['ms'] / results[1]['ms']:.2f}x eager")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
