@@ -21,9 +21,11 @@ def compile_enabled(mode: Compile, device: torch.device, steps: int) -> bool:
     return mode == "on"
 
 
-def compiled(fn: F, mode: Compile, device: torch.device, steps: int) -> F:
-    """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. On a GPU the
-    compiled graphs are replayed as CUDA graphs (``reduce-overhead``)."""
+def compiled(fn: F, mode: Compile, device: torch.device, steps: int, graphs: bool = True) -> F:
+    """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. On a GPU, with
+    ``graphs``, the compiled graphs are replayed as CUDA graphs (``reduce-overhead``): for steps whose
+    outputs the caller consumes before the next call, since a replay reuses their memory."""
     if not compile_enabled(mode, device, steps):
         return fn
-    return torch.compile(fn, mode="reduce-overhead" if device.type == "cuda" else None)  # type: ignore[return-value]
+    cuda_graphs = graphs and device.type == "cuda"
+    return torch.compile(fn, mode="reduce-overhead" if cuda_graphs else None)  # type: ignore[return-value]

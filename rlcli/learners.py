@@ -105,7 +105,8 @@ class MetricMeans:
 
     def add(self, metrics: Metrics) -> None:
         for name, value in metrics.items():
-            self.sums[name] = self.sums[name] + value if name in self.sums else torch.as_tensor(value)
+            # a copy of the first: a compiled step's CUDA-graph outputs are overwritten by its next replay
+            self.sums[name] = self.sums[name] + value if name in self.sums else torch.as_tensor(value).clone()
             self.counts[name] = self.counts.get(name, 0) + 1
 
     def means(self) -> dict[str, float]:

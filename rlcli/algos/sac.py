@@ -120,7 +120,7 @@ class SAC(nn.Module):
         self._target_params = list(self.critic_target.parameters())
         self._critic_step = compiled(self.critic_step, cfg.compile, device, cfg.steps)
         self._actor_step = compiled(self.actor_step, cfg.compile, device, cfg.steps)
-        self._act = compiled(self._act_eager, cfg.compile, device, cfg.steps)
+        self._act = compiled(self._act_eager, cfg.compile, device, cfg.steps, graphs=False)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
