@@ -21,11 +21,15 @@ def compile_enabled(mode: Compile, device: torch.device, steps: int) -> bool:
     return mode == "on"
 
 
-def compiled(fn: F, mode: Compile, device: torch.device, steps: int, graphs: bool = True) -> F:
+def compiled(fn: F, mode: Compile, device: torch.device, steps: int, graphs: bool = True,
+             rows_vary: bool = False) -> F:
     """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. On a GPU, with
     ``graphs``, the compiled graphs are replayed as CUDA graphs (``reduce-overhead``): for steps whose
-    outputs the caller consumes before the next call, since a replay reuses their memory."""
+    outputs the caller consumes before the next call, since a replay reuses their memory. ``rows_vary``:
+    the inputs' row counts change from call to call (an update's last minibatch, where reset rows were
+    left out), so the graphs are built for any count at once instead of again at the first change."""
     if not compile_enabled(mode, device, steps):
         return fn
     cuda_graphs = graphs and device.type == "cuda"
-    return torch.compile(fn, mode="reduce-overhead" if cuda_graphs else None)  # type: ignore[return-value]
+    return torch.compile(fn, mode="reduce-overhead" if cuda_graphs else None,  # type: ignore[return-value]
+                         dynamic=True if rows_vary else None)

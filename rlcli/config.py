@@ -44,7 +44,7 @@ class NetworkConfig(Frozen):
     """Actor-critic network shape."""
 
     trunk: Literal["mlp", "cnn"] = "mlp"
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: tuple[Annotated[int, Field(gt=0)], ...] = (64, 64)
     activation: Literal["tanh", "relu", "elu", "silu"] = "tanh"
     shared: bool = False  # one trunk for actor and critic (Atari) or two (MuJoCo)
     log_std_init: float = 0.0
@@ -222,9 +222,46 @@ def config_source(path: Path) -> Path:
     raise UsageError(f"config file not found: {path} (or a shipped preset: {names})")
 
 
+MAX_YAML_BYTES = 1 << 20  # a config or hyperparameter file; a larger one is not a config
+
+
+MAX_YAML_VALUES = 100_000  # values a file may expand to through its aliases
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load``, refusing a document whose aliases expand it past ``MAX_YAML_VALUES`` values: a few
+    hundred bytes of nested anchors expand into gigabytes wherever the result is copied or printed."""
+    data = yaml.safe_load(text)
+    if _expanded_size(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise yaml.YAMLError(f"its aliases expand it to more than {MAX_YAML_VALUES:,} values")
+    return data
+
+
+def _expanded_size(data: Any, budget: int) -> int:
+    """Values in ``data`` counted as often as aliases repeat them, up to just past ``budget``."""
+    count, stack = 0, [data]
+    while stack and count <= budget:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def read_yaml_text(path: Path) -> Any:
+    """The parsed YAML of ``path``: at most ``MAX_YAML_BYTES``, expanding to at most ``MAX_YAML_VALUES``.
+    Raises OSError, UnicodeDecodeError or yaml.YAMLError (the callers name the file)."""
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise yaml.YAMLError(f"{path.stat().st_size:,} bytes, more than a config's {MAX_YAML_BYTES:,}")
+    return parse_yaml(path.read_text())
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = read_yaml_text(path)
     except FileNotFoundError:
         raise UsageError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -280,10 +317,10 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 def _parse_scalar(raw: str) -> Any:
     """YAML semantics, except that ``3e-4`` is a float (YAML 1.1 would keep it as a string)."""
     try:
-        return float(raw) if "e" in raw.lower() and not raw.lower().startswith(("n", "i")) else yaml.safe_load(raw)
+        return float(raw) if "e" in raw.lower() and not raw.lower().startswith(("n", "i")) else parse_yaml(raw)
     except (ValueError, yaml.YAMLError):
         try:
-            return yaml.safe_load(raw)
+            return parse_yaml(raw)
         except yaml.YAMLError:
             return raw
 
@@ -321,7 +358,12 @@ def describe_validation_error(err: ValidationError, model: type[BaseModel]) -> s
         close = difflib.get_close_matches(loc[-1], valid, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else f"valid keys: {', '.join(valid)}"
         return f"unknown hyperparameter '{key}'; {hint}"
-    return f"invalid value for '{key}': {first['msg']} (got {first.get('input')!r})"
+    got = repr(first.get("input"))
+    got = f" (got {got})" if len(got) <= 80 else ""  # a whole section's dump says nothing the message does not
+    if first["type"] == "value_error":  # a check across settings: the message names them and the fix
+        where = f" in '{key}'" if key != "config" else ""
+        return f"inconsistent settings{where}: {first['msg'].removeprefix('Value error, ')}{got}"
+    return f"invalid value for '{key}': {first['msg']}{got}"
 
 
 def _fields_at(model: type[BaseModel], path: list[str]) -> list[str]:

@@ -92,6 +92,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         raise UsageError(f"check_batch must be at least 1, not {check_batch}")
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else default_out(run_dir, fmt)
+    if out.is_dir():  # a folder to write into, as cp takes one
+        out = out / f"policy{FORMATS[fmt]}"
     spec_path = out.with_name(out.name + ".json")  # policy.onnx.json: both formats fit in one folder
     if fmt == "onnx":
         require_onnx()

@@ -15,23 +15,43 @@ from typing import Any
 from rlcli.errors import UsageError
 
 
-def load_stop_hook(spec: str) -> Callable[[Any], bool]:
-    """The callable named by ``module:function`` (a dotted module path, importable from the current
-    directory too, and an attribute path within it)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"--stop-when takes module:function (e.g. mystop:reached), got '{spec}'")
+def import_user_module(name: str, option: str) -> Any:
+    """The user's module ``name`` (importable from the current directory too); a UsageError naming the option,
+    the module and what went wrong where it cannot be found or fails while it is imported."""
     cwd = str(Path.cwd())
     if cwd not in sys.path:  # a user's own file beside the run is the common case
         sys.path.append(cwd)
     try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UsageError(f"--stop-when '{spec}': cannot import module '{module_name}' ({e})") from None
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and name.startswith(e.name):
+            raise UsageError(f"{option}: no module named '{name}' here or on the Python path") from None
+        raise UsageError(f"{option}: importing module '{name}' failed: {type(e).__name__}: {e}") from None
+    except Exception as e:  # the user's code: a syntax error, or anything it raises while importing
+        raise UsageError(f"{option}: importing module '{name}' failed: {type(e).__name__}: {e} "
+                         "(--debug shows where)") from e
+
+
+def load_stop_hook(spec: str) -> Callable[[Any], bool]:
+    """The callable named by ``module:function`` (a dotted module path, importable from the current
+    directory too, and an attribute path within it). What it raises while training is reported as the
+    hook's, in one line."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--stop-when takes module:function (e.g. mystop:reached), got '{spec}'")
+    target: Any = import_user_module(module_name, f"--stop-when '{spec}'")
     for part in attr.split("."):
         if not hasattr(target, part):
             raise UsageError(f"--stop-when '{spec}': module '{module_name}' has no attribute '{attr}'")
         target = getattr(target, part)
     if not callable(target):
         raise UsageError(f"--stop-when '{spec}': '{attr}' is a {type(target).__name__}, not a function")
-    return target
+    hook = target
+
+    def stop_hook(state: Any) -> bool:
+        try:
+            return bool(hook(state))
+        except Exception as e:
+            raise UsageError(f"--stop-when '{spec}' raised {type(e).__name__}: {e}; the last checkpoint stays "
+                             "(fix it, then --resume)") from e
+    return stop_hook

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -80,3 +81,28 @@ def noted(notice: Callable[[], None] | None = None) -> Iterator[Callable[[], boo
 def not_noted() -> Iterator[Callable[[], bool]]:
     """``noted``'s stand-in where SIGINT raises as usual: nothing is ever noted."""
     yield lambda: False
+
+
+@contextlib.contextmanager
+def term_as_interrupt() -> Iterator[Callable[[], bool]]:
+    """SIGTERM handled as Ctrl-C for the duration (a scheduler's or ``kill``'s stop saves as Ctrl-C does, and a
+    second stops at once); yields whether one came. A no-op off the main thread and in a supervised job
+    (``rlcli.workers.JOB_VARIABLE``)."""
+    seen = False
+
+    def forward(signum: int, frame: Any) -> None:
+        nonlocal seen
+        seen = True
+        signal.raise_signal(signal.SIGINT)
+
+    # a job of a supervisor (benchmark, tune) keeps SIGTERM's default: its supervisor turns stops into SIGINT
+    # and sends SIGTERM only to end a job that did not stop
+    if threading.current_thread() is not threading.main_thread() or os.environ.get("RLCLI_SUPERVISED"):
+        yield lambda: False
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        yield lambda: seen
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 import rlcli.algos  # noqa: F401  (registers the algorithms, whose config models a run's config names)
 from rlcli import checkpoint
 from rlcli.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
-from rlcli.config import RunConfig, describe_validation_error, dump_config
+from rlcli.config import RunConfig, describe_validation_error, dump_config, read_yaml_text
 from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import CheckpointError
 
@@ -42,10 +42,24 @@ def cached_repo_id(path: Path) -> str | None:
     return f"{user}/{name}" if user and name else None
 
 
+def zoo_dir() -> Path:
+    """``$RLCLI_ZOO_DIR`` if set, else ``zoo/`` of a checkout, else the copy packaged inside an installed wheel."""
+    if os.environ.get("RLCLI_ZOO_DIR"):
+        return Path(os.environ["RLCLI_ZOO_DIR"])
+    checkout = Path(__file__).resolve().parent.parent / "zoo"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "zoo"
+
+
+def shipped(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is an agent of the zoo (shipped with rlcli) or a Hub download: read-only to commands."""
+    path = Path(os.path.abspath(run_dir)).resolve()
+    return cached_repo_id(run_dir) is not None or path.parent == zoo_dir().resolve()
+
+
 def run_takes_output(run_dir: Path) -> bool:
-    """False for a run whose directory should not be written into: a Hub cache snapshot, or a
+    """False for a run whose directory should not be written into: a zoo agent, a Hub cache snapshot, or a
     folder this user cannot write (an agent installed with the package)."""
-    return cached_repo_id(run_dir) is None and os.access(run_dir, os.W_OK)
+    return not shipped(run_dir) and os.access(run_dir, os.W_OK)
 
 
 def load_config(path: Path) -> RunConfig:
@@ -54,31 +68,53 @@ def load_config(path: Path) -> RunConfig:
     if not file.is_file():
         raise CheckpointError(f"{path} is not an rlcli run directory (no {CONFIG})")
     try:
-        return RunConfig.model_validate(yaml.safe_load(file.read_text()))
+        data = read_yaml_text(file)
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"cannot read {file} as a YAML text file ({type(e).__name__})") from None
     except yaml.YAMLError as e:
         raise CheckpointError(f"{file} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{file} must hold a run's settings as a mapping, not {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
     except ValidationError as e:
         raise CheckpointError(f"{file}: {describe_validation_error(e, RunConfig)}") from None
 
 
 def eval_history(path: Path) -> list[dict[str, Any]]:
     """Every evaluation in the run's ``eval.json``, oldest first (each with its env ``step`` and
-    ``mean_return``); empty when there is none or the file is unreadable, which training then rewrites."""
+    ``mean_return``); empty where the run has not been evaluated; a CheckpointError where the file is
+    damaged (a resume would otherwise lose the history)."""
     file = path / EVAL
-    try:
-        history = json.loads(file.read_text()).get("history", []) if file.is_file() else []
-    except (OSError, json.JSONDecodeError, AttributeError):
+    if not file.is_file():
         return []
-    return [e for e in history if isinstance(e, dict) and "step" in e and "mean_return" in e]
+    data = _read_json(file)
+    history = data.get("history") if isinstance(data, dict) else None
+    if not isinstance(history, list) or not all(isinstance(e, dict) and "step" in e and "mean_return" in e
+                                                 for e in history):
+        raise CheckpointError(f"{file} is damaged: it holds no evaluation history (a 'history' list of entries "
+                              "with 'step' and 'mean_return'); restore it or delete it to start a new history")
+    return history
 
 
 def read_meta(path: Path) -> dict[str, Any]:
+    """The run's ``meta.json`` (empty where there is none yet); a CheckpointError where it is damaged."""
     file = path / META
+    if not file.is_file():
+        return {}
+    meta = _read_json(file)
+    if not isinstance(meta, dict) or not isinstance(meta.get("steps", 0), int):
+        raise CheckpointError(f"{file} is damaged: it should map 'steps' and the run's other facts to values")
+    return meta
+
+
+def _read_json(file: Path) -> Any:
     try:
-        meta = json.loads(file.read_text()) if file.is_file() else {}
-    except json.JSONDecodeError:
-        raise CheckpointError(f"{file} is not valid JSON") from None
-    return meta if isinstance(meta, dict) else {}
+        return json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"cannot read {file} as a JSON text file ({type(e).__name__})") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{file} is not valid JSON ({e.msg} at line {e.lineno}); it is damaged") from None
 
 
 def _json(obj: Any) -> bytes:
@@ -100,7 +136,11 @@ class RunDir:
         path = Path(path)
         if not path.is_dir():
             raise CheckpointError(f"there is no run directory at {path}")
-        return cls(path, load_config(path), read_meta(path), eval_history(path))
+        cfg = load_config(path)
+        if not (path / META).is_file():
+            raise CheckpointError(f"{path} holds no saved checkpoint (no {META}): train it, or resume it if it "
+                                  "was interrupted before its first save")
+        return cls(path, cfg, read_meta(path), eval_history(path))
 
     @property
     def steps(self) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -11,17 +10,9 @@ from typing import NamedTuple
 
 from rlcli.errors import UsageError
 from rlcli.hub import download
-from rlcli.rundir import HF_PREFIX
+from rlcli.rundir import HF_PREFIX, zoo_dir
 
 ZOO_PREFIX = "zoo:"
-
-
-def zoo_dir() -> Path:
-    """``$RLCLI_ZOO_DIR`` if set, else ``zoo/`` of a checkout, else the copy packaged inside an installed wheel."""
-    if os.environ.get("RLCLI_ZOO_DIR"):
-        return Path(os.environ["RLCLI_ZOO_DIR"])
-    checkout = Path(__file__).resolve().parent.parent / "zoo"
-    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "zoo"
 
 
 def resolve_run(name: str) -> Path:

@@ -95,11 +95,15 @@ def last_line(output: str) -> str | None:
     return lines[-1][:500] if lines else None
 
 
+JOB_VARIABLE = "RLCLI_SUPERVISED"
+
+
 def job_environment(threads: int) -> dict[str, str]:
     """This process's environment with thread pools capped at ``threads`` and unbuffered output."""
     env = dict(os.environ)
     env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
     env["PYTHONUNBUFFERED"] = "1"
+    env[JOB_VARIABLE] = "1"  # the job leaves SIGTERM's default: the supervisor sends it to end a stuck job
     return env
 
 

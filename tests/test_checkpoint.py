@@ -13,7 +13,7 @@ from rlcli.agents import agent_from_run, build_agent, make_env
 from rlcli.algos.ppo import PPOConfig
 from rlcli.config import EnvConfig, RunConfig
 from rlcli.errors import CheckpointError, StorageError
-from rlcli.rundir import RunDir
+from rlcli.rundir import RunDir, load_config
 
 CFG = RunConfig(env=EnvConfig(id="Pendulum-v1", backend="gymnasium"),
                 algo=PPOConfig(n_envs=2, n_steps=16, minibatch_size=16, normalize_obs=True))
@@ -93,7 +93,7 @@ def test_a_failed_write_keeps_the_previous_checkpoint_whole(tmp_path, monkeypatc
 def test_runs_saved_with_env_kwargs_in_the_algorithm_section_still_load(tmp_path):
     (tmp_path / "config.yaml").write_text(
         "env: {id: Pong-v5}\nalgo: {algo: ppo, n_envs: 4, env_kwargs: {max_episode_steps: 100}}\n")
-    cfg = RunDir.open(tmp_path).cfg
+    cfg = load_config(tmp_path)
     assert cfg.env.kwargs == {"max_episode_steps": 100} and cfg.algo.n_envs == 4
 
 

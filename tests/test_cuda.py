@@ -122,7 +122,7 @@ def test_the_nature_cnn_trains_on_pong_on_the_gpu(tmp_path, precision):
 
 
 def test_compiled_sac_trains_on_the_gpu(tmp_path):
-    cfg = resolve("sac", "Pendulum-v1", overrides={"steps": 6_000, "compile": True}, seed=1, eval_every=1_000,
+    cfg = resolve("sac", "Pendulum-v1", overrides={"steps": 6_000, "compile": "on"}, seed=1, eval_every=1_000,
                   eval_episodes=10, device="cuda", torch_threads=1)
     state = train(cfg, tmp_path / "run")
     # the CPU's uncompiled run of tests/test_learning.py reaches -250 at this budget

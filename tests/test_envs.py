@@ -127,7 +127,7 @@ def test_custom_env_module_registers_ids(tmp_path, monkeypatch):
     import_env_module("my_envs")
     env = make_vec_env("MyCartPole-v0", 2, 0, "auto")
     assert env.backend == "gymnasium" and env.reset().shape == (2, 4)
-    with pytest.raises(UsageError, match="could not be imported"):
+    with pytest.raises(UsageError, match="--env-module: no module named .no_such_module_here."):
         import_env_module("no_such_module_here")
 
 

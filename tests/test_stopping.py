@@ -61,7 +61,7 @@ def test_stop_when_hook_gets_the_state_and_stops_the_run(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("spec, expected", [
     ("my_stop", "--stop-when takes module:function (e.g. mystop:reached), got 'my_stop'"),
-    ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
+    ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
     ("json:no_such_function", "module 'json' has no attribute 'no_such_function'"),
     ("json:__name__", "'__name__' is a str, not a function"),
 ])

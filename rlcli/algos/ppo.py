@@ -84,9 +84,9 @@ class PPOConfig(AlgoConfig):
     def _minibatch_fits(self) -> PPOConfig:
         if self.minibatch_size > self.batch_size:
             raise ValueError(
-                f"minibatch_size={self.minibatch_size} exceeds the rollout size "
-                f"n_envs*n_steps={self.batch_size}"
-            )
+                f"minibatch_size={self.minibatch_size} exceeds the rollout size n_envs*n_steps={self.batch_size} "
+                f"({self.n_envs}*{self.n_steps}); lower minibatch_size to at most {self.batch_size} or raise n_envs "
+                "or n_steps")
         if self.network.recurrent and self.minibatch_size % self.n_steps:
             raise ValueError(
                 f"a recurrent policy learns from whole env sequences: minibatch_size={self.minibatch_size} "
@@ -232,7 +232,7 @@ class PPO(nn.Module):
         self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
         self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
-        self._step = compiled(self._minibatch_step, cfg.compile, device, cfg.steps)
+        self._step = compiled(self._minibatch_step, cfg.compile, device, cfg.steps, rows_vary=True)
         # acting's outputs outlive the next call (the critic finishes from the actor's), so no CUDA graphs
         self._sample = compiled(self.net.sample, cfg.compile, device, cfg.steps, graphs=False)
         self._value_of = compiled(self.net.value_of, cfg.compile, device, cfg.steps, graphs=False)

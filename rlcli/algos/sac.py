@@ -52,8 +52,8 @@ class SACConfig(AlgoConfig):
     log_every: Annotated[int, Field(gt=0)] = 1_000  # env steps per training iteration (metrics row)
     normalize_obs: bool = False
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
-    actor_hidden: tuple[int, ...] = (256, 256)
-    critic_hidden: tuple[int, ...] = (256, 256)
+    actor_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
+    critic_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
     activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
     precision: Precision = "fp32"
 

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -25,7 +27,8 @@ from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import StorageError, UsageError
 from rlcli.hooks import load_stop_hook
-from rlcli.rundir import RunDir, read_meta
+from rlcli.interrupts import not_noted, term_as_interrupt
+from rlcli.rundir import RunDir, load_config, read_meta, shipped
 from rlcli.runs import default_run_dir
 from rlcli.selfplay.opponents import FIXED
 from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
@@ -161,10 +164,11 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     if r.resume is not None:
         ignored = [name for name, value in (("-p", r.params), ("--config", r.config_file), ("--backend", r.backend),
                                             ("--n-envs", r.n_envs), ("--env-module", r.env_module)) if value]
-        cfg, directory, done = resumed_config(r.resume, r.env_id, r.algo, ignored, r.runtime, r.steps)
+        resume = copy_if_shipped(r.resume, r.run_dir, console)
+        cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime, r.steps)
         if r.compile is not None:
             cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"compile": r.compile})})
-        console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {r.resume} at step {done:,}")
+        console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
         return cfg, directory, done
     if r.env_id is None:
         raise UsageError("missing ENV: give an environment id (e.g. CartPole-v1) or --resume RUN_DIR")
@@ -181,6 +185,20 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     directory = r.run_dir or default_run_dir(env_id, cfg.algo.algo, r.seed)
     check_new_run(cfg, directory)
     return cfg, directory, 0
+
+
+def copy_if_shipped(resume: Path, run_dir: Path | None, console: Console) -> Path:
+    """Where a resume writes: ``resume`` itself, or for a zoo agent or a Hub download (which stay as shipped) a
+    copy of it in ``run_dir`` or a new directory under runs/."""
+    if not resume.is_dir() or not shipped(resume):
+        return resume
+    cfg = load_config(resume)
+    target = run_dir or default_run_dir(cfg.env.id, cfg.algo.algo, cfg.seed)
+    if target.exists():
+        raise UsageError(f"{target} already exists; choose a new --run-dir for the copy of {resume}")
+    shutil.copytree(resume, target, ignore=shutil.ignore_patterns("export"))
+    console.print(f"{resume} is a shipped agent and stays as it is: continuing a copy of it in {target}")
+    return target
 
 
 def saved_processes(resume: Path | None) -> int:
@@ -312,6 +330,8 @@ def check_new_run(cfg: RunConfig, directory: Path) -> None:
     if cfg.stop_when:
         load_stop_hook(cfg.stop_when)
     check_stop_opponent(cfg)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--run-dir {directory} is a file, not a directory; choose a new path or a directory")
     if (directory / CONFIG).exists():
         raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
                          " or choose another --run-dir")
@@ -324,6 +344,14 @@ def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: in
     display = ProgressDisplay(console, cfg.algo.steps, done)
     start = time.perf_counter()
     again = "Ctrl-C again stops at once" if world.size == 1 else "Ctrl-C again stops every process at once"
+    with term_as_interrupt() if world.size == 1 else not_noted() as terminated:
+        _train_and_report(console, cfg, directory, display, start, again, wandb_project, resume, save_buffer, world,
+                          terminated)
+
+
+def _train_and_report(console: Console, cfg: RunConfig, directory: Path, display: ProgressDisplay, start: float,
+                      again: str, wandb_project: str | None, resume: bool, save_buffer: bool, world: World,
+                      terminated: Callable[[], bool]) -> None:
     try:
         session = set_up(cfg, directory, [display], wandb_project, resume, save_buffer,  # spaces checked here
                          on_hold=lambda: console.print(f"Ctrl-C: finishing this iteration, then saving ({again})"),
@@ -345,7 +373,7 @@ def run_with_display(console: Console, cfg: RunConfig, directory: Path, done: in
                  f"the last checkpoint (step {e.state.last_saved:,}) stays in {directory}")
         console.print(f"\nInterrupted at step {e.state.step:,}; {saved}.\n"
                       f"Resume with: rlcli train --resume {directory}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(143 if terminated() else 130) from None
     except TrainingDiverged as e:
         if world.lead:
             typer.echo(f"error: {e}", err=True)

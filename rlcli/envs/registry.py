@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import importlib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -17,6 +16,7 @@ from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hid
 from rlcli.envs.atari_games import ATARI_GAMES
 from rlcli.envs.pettingzoo_ids import KNOWN_NAMES, is_pettingzoo, pettingzoo_group, resolve_pettingzoo_id
 from rlcli.errors import UsageError
+from rlcli.hooks import import_user_module
 
 ATARI_PREFIX = "ALE/"
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported
@@ -86,10 +86,7 @@ def import_env_module(module: str | None) -> None:
     """Import a user module that registers custom gymnasium ids (``--env-module``)."""
     if module is None:
         return
-    try:
-        importlib.import_module(module)
-    except ImportError as e:
-        raise UsageError(f"--env-module '{module}' could not be imported: {e}") from None
+    import_user_module(module, "--env-module")
 
 
 def envpool_name(env_id: str) -> str | None:
