@@ -54,7 +54,9 @@ def graphs(monkeypatch):
 ])
 def test_nothing_recompiles_after_the_first_iteration(graphs, env_id, overrides):
     """Schedules move the learning rate and clip range every iteration: as tensors, they change values, not
-    the graphs."""
+    the graphs; the rows left after reset rows vary, which graphs built for any row count take. (A last
+    minibatch of exactly one row would still be compiled once more: torch specialises sizes 0 and 1.)"""
+    torch.manual_seed(0)
     cfg = resolve("ppo", env_id, backend="gymnasium", overrides={"compile": "on", "n_envs": 4, "n_steps": 16,
                                                                  "minibatch_size": 32, **overrides})
     env = make_env(cfg, cfg.algo.n_envs, seed=0)
