@@ -42,6 +42,7 @@ from rlcli.evaluation import evaluate_run
 from rlcli.hooks import load_stop_hook
 from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
 from rlcli.rundir import RunDir
+from rlcli.runlock import LOCK, RunLock
 from rlcli.selfplay.pool import OpponentPool
 from rlcli.selfplay.training import POOL_FILE, attach_opponents, selfplay_columns
 from rlcli.threads import ThreadPlan
@@ -146,6 +147,7 @@ class Session:
     on_hold: Callable[[], None] | None = None  # told when a first Ctrl-C waits for the iteration to finish
     world: World = SINGLE  # the processes training this run together
     interrupted: Callable[[], bool] = lambda: False  # whether a Ctrl-C reached this process (of several)
+    lock: RunLock | None = None  # the lead's hold on the run directory
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
@@ -187,7 +189,25 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
            world: World = SINGLE) -> Session:
     """Seeds, envs, agent (with a resumed run's weights, optimiser and schedule), learner and sinks, this
     process's of ``world``'s. The order is part of the seeding: it fixes which random numbers each draws.
-    ``on_hold`` is called when a first Ctrl-C waits for the iteration it landed in to finish."""
+    ``on_hold`` is called when a first Ctrl-C waits for the iteration it landed in to finish. The lead
+    holds the run directory's lock from here to the end of ``run``: a second writer is refused."""
+    fresh = not run_dir.exists()
+    lock = RunLock.acquire(run_dir) if world.lead else None
+    try:
+        session = _set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer, on_hold, world)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+            if fresh and [p.name for p in run_dir.iterdir()] == [LOCK]:  # nothing else written: as it was
+                (run_dir / LOCK).unlink()
+                run_dir.rmdir()
+        raise
+    session.lock = lock
+    return session
+
+
+def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_project: str | None,
+            resume: bool, save_buffer: bool, on_hold: Callable[[], None] | None, world: World) -> Session:
     run = open_run(cfg, run_dir, resume, world)
     cfg, meta, start = run.cfg, run.meta, run.steps
     save_buffer = save_buffer or bool(meta.get("save_buffer", False))
@@ -568,6 +588,8 @@ def close(session: Session) -> None:
         session.env.close()
         if session.eval_env is not None:
             session.eval_env.close()
+        if session.lock is not None:
+            session.lock.release()
 
 
 def _next_multiple(step: int, every: int) -> int:

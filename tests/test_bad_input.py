@@ -161,3 +161,48 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     assert "Interrupted at step" in output and "checkpoint saved" in output
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["steps"] > 0
+
+
+def test_a_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_over(run, tmp_path):
+    from rlcli.runlock import LOCK, RunLock
+
+    copy = _damaged_copy(run, tmp_path, "metrics.csv", (run / "metrics.csv").read_bytes())  # a run of its own
+    steps = str(json.loads((copy / "meta.json").read_text())["steps"] + 128)
+    held = RunLock.acquire(copy)  # this process trains it
+    try:
+        _refused(["train", "--resume", str(copy), "--steps", steps], "being trained by process",
+                 str(os.getpid()))
+    finally:
+        held.release()
+    (copy / LOCK).write_text("999999\n")  # a killed writer's file: its lock went with its process
+    result = runner.invoke(app, ["train", "--resume", str(copy), "--steps", steps])
+    assert result.exit_code == 0, result.output
+    assert json.loads((copy / "meta.json").read_text())["steps"] >= int(steps)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is here")
+def test_tune_on_a_gpu_that_is_not_there_is_refused_before_any_trial(tmp_path):
+    _refused(["tune", "CartPole-v1", "--trials", "1", "--steps", "1000", "--device", "cuda",
+              "--out", str(tmp_path / "study")], "--device cuda", "no CUDA device")
+    assert not (tmp_path / "study").exists()
+
+
+def test_a_run_killed_at_random_points_always_loads_and_resumes(run, tmp_path):
+    """SIGKILL, 20 times, at random moments of a resumed run (set-up, iterations, evaluations, saves): the
+    directory always opens with a whole checkpoint, and the next resume goes on from it."""
+    from rlcli.rundir import RunDir
+
+    copy = _damaged_copy(run, tmp_path, "metrics.csv", (run / "metrics.csv").read_bytes())
+    rng = __import__("random").Random(0)
+    command = [sys.executable, "-m", "rlcli", "train", "--resume", str(copy), "--steps", "10000000",
+               "--threads", "1"]
+    for _ in range(20):
+        before = RunDir.open(copy).steps
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 4.0))
+        process.kill()
+        process.wait()
+        opened = RunDir.open(copy)  # a torn checkpoint would fail here
+        assert opened.steps >= before and opened.model(resuming=True)  # the model of the step meta names
+    result = runner.invoke(app, ["train", "--resume", str(copy), "--steps", str(RunDir.open(copy).steps + 128)])
+    assert result.exit_code == 0, result.output

@@ -29,6 +29,7 @@ from rlcli.errors import StorageError, UsageError
 from rlcli.hooks import load_stop_hook
 from rlcli.interrupts import not_noted, term_as_interrupt
 from rlcli.rundir import RunDir, load_config, read_meta, shipped
+from rlcli.runlock import RunLock
 from rlcli.runs import default_run_dir
 from rlcli.selfplay.opponents import FIXED
 from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
@@ -297,6 +298,7 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     if not resume.is_dir():
         raise UsageError(f"--resume {resume}: there is no run directory there")
     run = RunDir.open(resume)
+    RunLock.acquire(resume).release()  # refused here, before anything is printed, while another trains it
     cfg = run.cfg
     if env_id is not None and resolve_env_id(env_id)[0] != cfg.env.id and env_id != cfg.env.id:
         ignored.insert(0, f"ENV ({env_id}; the run trains {cfg.env.id})")

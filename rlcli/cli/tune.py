@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rlcli.agents import resolve_device
 from rlcli.algos import DEFAULT
 from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
@@ -68,6 +69,8 @@ def tune(
     from rlcli.tune.plan import plan_study
 
     console = Console(soft_wrap=True, highlight=False)
+    if device.value != "auto":
+        resolve_device(device.value)  # a GPU named where there is none: refused before the study is made
     spec = plan_study(env_ids, algo or DEFAULT, space_file=space, steps=steps, out=out, storage=storage,
                       study_name=study_name, threads=threads, backend=backend.value, env_module=env_module,
                       trials=trials, seeds_per_trial=seeds_per_trial, sampler=sampler.value, pruner=pruner.value,
@@ -75,7 +78,8 @@ def tune(
                       device=device.value, seed=seed)
     tuning = study.open_study(spec)
     outcome, interrupted = run_with_display(console, spec, tuning)
-    print_summary(console, spec, results.summarize(spec, tuning, write=write and not interrupted))
+    summary = results.summarize(spec, tuning, write=write and not interrupted)
+    print_summary(console, spec, summary)
     for line in outcome.notes:
         console.print(line, markup=False)
     for line in outcome.failures:
@@ -85,6 +89,11 @@ def tune(
                       "Run the same command again to continue the study.")
         raise typer.Exit(130)
     if outcome.failures:
+        raise typer.Exit(1)
+    if summary.best is None and summary.failed:
+        first = summary.failed[0]
+        console.print(f"error: no trial completed; the first failed (trial {first.number}: {first.reason})",
+                      markup=False)
         raise typer.Exit(1)
 
 

@@ -1,0 +1,48 @@
+"""One writer per run directory: an advisory lock that a training process holds for as long as it runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rlcli.errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover -- not on Linux or macOS: no lock
+    fcntl = None  # type: ignore[assignment]
+
+LOCK = "train.lock"  # beside the checkpoint files it guards; it stays, naming the last holder
+
+
+class RunLock:
+    """The lock on a run directory, held through an open file: the system lets it go when the process ends,
+    however it ends, so a killed run's lock is taken over by the next writer (its file names the last
+    holder's pid, for the message a second writer gets)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> RunLock:
+        """The lock on ``run_dir`` (made if missing); a UsageError naming the holder's pid where another
+        process trains the run."""
+        if fcntl is None:
+            return cls(None)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UsageError(f"{run_dir} is being trained by process {holder}; wait for it to end or stop it "
+                             "(two writers would overwrite each other's checkpoints)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(fd)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the file lets the lock go
+            self.fd = None
