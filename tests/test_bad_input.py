@@ -206,3 +206,10 @@ def test_a_run_killed_at_random_points_always_loads_and_resumes(run, tmp_path):
         assert opened.steps >= before and opened.model(resuming=True)  # the model of the step meta names
     result = runner.invoke(app, ["train", "--resume", str(copy), "--steps", str(RunDir.open(copy).steps + 128)])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("typo,meant", [("mpe2.simple_sprad_v3", "mpe2.simple_spread_v3"),
+                                        ("tictactoe_v2", "tictactoe_v3")])
+def test_a_misspelt_multi_agent_id_gets_close_matches(typo, meant):
+    line = _refused(["train", typo, "--steps", "10"], f"unknown environment '{typo}'", "did you mean", meant)
+    assert "gymnasium.pprint_registry" not in line

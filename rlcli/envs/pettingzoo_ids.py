@@ -4,6 +4,7 @@ PettingZoo's own bare names (``connect_four_v3``), found among the packages belo
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 import re
@@ -66,6 +67,19 @@ def pettingzoo_path(env_id: str) -> str | None:
         except ModuleNotFoundError:
             return None
     return None
+
+
+def close_pettingzoo_ids(env_id: str) -> list[str]:
+    """PettingZoo ids spelled like ``env_id`` (a bare name or a module path ending in ``NAME_vN``), closest
+    first; empty for an id of another form."""
+    last = env_id.rsplit(".", 1)[-1]
+    if not re.fullmatch(r"[A-Za-z0-9_]+_v\d+", last):
+        return []
+    installed = _bare_names()
+    shipped = {f"{package}.{name}" if package == "mpe2" else name
+               for package, names in KNOWN_NAMES.items() for name in names}
+    known = sorted(set(installed) | set(installed.values()) | shipped)
+    return difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
 
 
 def is_pettingzoo(env_id: str) -> bool:

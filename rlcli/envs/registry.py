@@ -14,7 +14,13 @@ from gymnasium.envs.registration import EnvSpec, parse_env_id
 
 from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
-from rlcli.envs.pettingzoo_ids import KNOWN_NAMES, is_pettingzoo, pettingzoo_group, resolve_pettingzoo_id
+from rlcli.envs.pettingzoo_ids import (
+    KNOWN_NAMES,
+    close_pettingzoo_ids,
+    is_pettingzoo,
+    pettingzoo_group,
+    resolve_pettingzoo_id,
+)
 from rlcli.errors import UsageError
 from rlcli.hooks import import_user_module
 
@@ -161,6 +167,9 @@ def unknown_env_message(env_id: str) -> str:
     extra = missing_extra(env_id)
     if extra is not None:
         return missing_extra_message(env_id, extra)
+    many = close_pettingzoo_ids(env_id)
+    if many:
+        return f"unknown environment '{env_id}'; did you mean {', '.join(many)}?"
     if _VERSIONED.fullmatch(env_id):
         known = sorted(set(gymnasium_ids()) | envpool_ids())
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
