@@ -21,8 +21,8 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
 def test_auto_compiles_on_a_gpu_and_on_off_are_what_they_say():
-    assert compile_enabled("auto", CUDA, 10_000) and not compile_enabled("auto", CPU, 10_000_000)
-    assert compile_enabled("on", CPU, 1) and not compile_enabled("off", CUDA, 1)
+    assert compile_enabled("auto", CUDA) and not compile_enabled("auto", CPU)
+    assert compile_enabled("on", CPU) and not compile_enabled("off", CUDA)
 
 
 def test_a_run_saved_with_the_yes_no_switch_still_loads():

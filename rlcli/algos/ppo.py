@@ -232,10 +232,10 @@ class PPO(nn.Module):
         self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
         self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
-        self._step = compiled(self._minibatch_step, cfg.compile, device, cfg.steps, rows_vary=True)
+        self._step = compiled(self._minibatch_step, cfg.compile, device, rows_vary=True)
         # acting's outputs outlive the next call (the critic finishes from the actor's), so no CUDA graphs
-        self._sample = compiled(self.net.sample, cfg.compile, device, cfg.steps, graphs=False)
-        self._value_of = compiled(self.net.value_of, cfg.compile, device, cfg.steps, graphs=False)
+        self._sample = compiled(self.net.sample, cfg.compile, device, graphs=False)
+        self._value_of = compiled(self.net.value_of, cfg.compile, device, graphs=False)
         self.learning_rate = cfg.learning_rate
         self.action_shape = (len(self.net.nvec),) if self.net.nvec else tuple(action_space.shape)
         self.action_dtype = torch.long if self.net.nvec else torch.float32

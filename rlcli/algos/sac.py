@@ -118,9 +118,9 @@ class SAC(nn.Module):
         self._zero = torch.zeros((), device=device)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
-        self._critic_step = compiled(self.critic_step, cfg.compile, device, cfg.steps)
-        self._actor_step = compiled(self.actor_step, cfg.compile, device, cfg.steps)
-        self._act = compiled(self._act_eager, cfg.compile, device, cfg.steps, graphs=False)
+        self._critic_step = compiled(self.critic_step, cfg.compile, device)
+        self._actor_step = compiled(self.actor_step, cfg.compile, device)
+        self._act = compiled(self._act_eager, cfg.compile, device, graphs=False)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:

@@ -166,9 +166,8 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
         ignored = [name for name, value in (("-p", r.params), ("--config", r.config_file), ("--backend", r.backend),
                                             ("--n-envs", r.n_envs), ("--env-module", r.env_module)) if value]
         resume = copy_if_shipped(r.resume, r.run_dir, console)
-        cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime, r.steps)
-        if r.compile is not None:
-            cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"compile": r.compile})})
+        cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime,
+                                              {"steps": r.steps, "compile": r.compile})
         console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
         return cfg, directory, done
     if r.env_id is None:
@@ -293,7 +292,7 @@ def resume_note(resumed: dict[str, Any]) -> str:
 
 
 def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
-                   runtime: dict[str, Any], steps: int | None) -> tuple[RunConfig, Path, int]:
+                   runtime: dict[str, Any], algo_updates: dict[str, Any]) -> tuple[RunConfig, Path, int]:
     """The config a resumed run continues with: the saved one, with the settings that may change."""
     if not resume.is_dir():
         raise UsageError(f"--resume {resume}: there is no run directory there")
@@ -313,8 +312,9 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
         update["stop_opponent"] = runtime.get("stop_opponent")
     cfg = cfg.model_copy(update=update)
     check_stop_opponent(cfg)
-    if steps is not None:
-        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
+    algo_updates = {k: v for k, v in algo_updates.items() if v is not None}  # --steps, --compile
+    if algo_updates:
+        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update=algo_updates)})
     if cfg.stop_when:
         load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
     return cfg, resume, run.steps
