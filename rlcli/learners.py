@@ -11,6 +11,7 @@ import torch
 
 from rlcli.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.envs import StepResult, VecEnv
+from rlcli.envs.faults import rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
 from rlcli.threads import ThreadPlan, torch_threads
 
@@ -125,14 +126,18 @@ class OnPolicyLearner:
         self.agent, self.cfg, self.plan = agent, cfg, plan
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
-        """Returns (env steps taken, metrics)."""
-        cfg = self.cfg
-        batch = self.collector.collect().batch(cfg.gamma, cfg.gae_lambda)
+        """Returns (env steps taken, metrics); raises NonFiniteEnvOutput, before the update, where the env
+        returned a NaN or an infinity."""
+        cfg, env = self.cfg, self.collector.env
+        agents = getattr(env, "agents_per_env", 1)
+        rollout = self.collector.collect()
+        fault = rollout_fault(rollout.obs, rollout.rewards, env.obs_layout, step, env.num_envs // agents)
+        if fault is not None:
+            raise fault
+        batch = rollout.batch(cfg.gamma, cfg.gae_lambda)
         with torch_threads(self.plan.updating):
             metrics = self.agent.update(batch, progress=step / cfg.steps)
         out = {k: float(v) for k, v in metrics.items()}
-        env = self.collector.env
-        agents = getattr(env, "agents_per_env", 1)
         if agents > 1:
             means = self.collector.episodes.drain_agents()
             for name, value in zip(env.agents, [] if means is None else means, strict=False):  # type: ignore[attr-defined]
@@ -272,11 +277,13 @@ class OffPolicyLearner:
         self.updates_owed = 0.0
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
-        """Returns (env steps taken, mean metrics of the gradient steps made)."""
+        """Returns (env steps taken, mean metrics of the gradient steps made); raises NonFiniteEnvOutput
+        where the env returned a NaN or an infinity."""
         agent, cfg, env, dev = self.agent, self.cfg, self.env, self.device
         n = env.num_envs
         means = MetricMeans()
         n_updates = taken = 0
+        first_row, stored_each = self.buffer.pos, []  # where this iteration's transitions lie
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
@@ -289,6 +296,7 @@ class OffPolicyLearner:
             self.episodes.add(result.raw_reward, real, result.game_over)
             rows = slice(None) if real.all() else np.flatnonzero(real)
             stored = int(real.sum())
+            stored_each.append(stored)
             self.buffer.add(obs[rows], torch.as_tensor(actions[rows], device=dev),
                             torch.as_tensor(result.reward[rows], device=dev),
                             torch.as_tensor(result.obs[rows], device=dev),
@@ -302,7 +310,23 @@ class OffPolicyLearner:
                     means.add(agent.update(self.buffer.sample(cfg.batch_size)))
                     n_updates += 1
                     self.updates_owed -= 1.0
+        self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+
+    def _check_env_output(self, first_row: int, stored_each: list[int], step: int) -> None:
+        """Raises NonFiniteEnvOutput where a transition stored since ``first_row`` holds a NaN or an infinity
+        (``stored_each``: the rows each env step stored; ``step``: the run's step before the first)."""
+        buffer, n = self.buffer, self.env.num_envs
+        counts = torch.tensor(stored_each)
+        ends = step + n * torch.arange(1, len(stored_each) + 1)
+        steps = torch.repeat_interleave(ends, counts)[-buffer.capacity:]  # the oldest were overwritten
+        start = (first_row + max(int(counts.sum()) - buffer.capacity, 0)) % buffer.capacity
+        rows = (start + torch.arange(len(steps))) % buffer.capacity
+        rows = rows.to(self.device)
+        fault = transitions_fault(buffer.obs[rows], buffer.rewards[rows], buffer.next_obs[rows],
+                                  self.env.obs_layout, steps)
+        if fault is not None:
+            raise fault
 
     def drain_episodes(self) -> tuple[list[float], list[int]]:
         return self.episodes.drain()

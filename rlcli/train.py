@@ -37,6 +37,7 @@ from rlcli.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
 from rlcli.distributed.world import SINGLE, World, envs_per_process
 from rlcli.envs import VecEnv
+from rlcli.envs.faults import NonFiniteEnvOutput
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.evaluation import evaluate_run
 from rlcli.hooks import load_stop_hook
@@ -100,6 +101,17 @@ class TrainingDiverged(Exception):
                          f"finite checkpoint (step {state.last_saved:,}) is kept in {state.run_dir}, and "
                          f"--resume {state.run_dir} continues from it")
         self.state, self.quantity = state, quantity
+
+
+class EnvFault(Exception):
+    """The env returned a NaN or an infinity (``what``, at ``step``): the env's fault, not training's; the run's
+    last checkpoint stays as it was."""
+
+    def __init__(self, state: TrainState, env_id: str, fault: NonFiniteEnvOutput) -> None:
+        super().__init__(f"the environment {env_id} returned a non-finite {fault.what} at step {fault.step:,}; "
+                         f"training stopped, and its last checkpoint (step {state.last_saved:,}) is kept in "
+                         f"{state.run_dir}. Check the env's step() and reset(): a resume meets the same value")
+        self.state, self.what, self.step = state, fault.what, fault.step
 
 
 def seed_everything(seed: int) -> None:
@@ -395,7 +407,10 @@ def learn(session: Session, start: int) -> None:
     cfg, state = session.cfg, session.state
     session.mid_iteration = True
     before = state.step
-    steps, metrics = session.learner.iterate(state.step)
+    try:
+        steps, metrics = session.learner.iterate(state.step)
+    except NonFiniteEnvOutput as e:
+        raise EnvFault(state, cfg.env.id, e) from None
     state.step += steps * session.world.size
     state.iteration += 1
     check_finite(session, metrics)

@@ -15,29 +15,65 @@ from rlcli.errors import StorageError
 from rlcli.rundir import RunDir
 
 runner = CliRunner()
-NAN_ENV = '''\
+HUGE_REWARD_ENV = '''\
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 
-class NaNRewardCartPole(CartPoleEnv):
+class HugeRewardCartPole(CartPoleEnv):
+    """Finite rewards whose squares overflow float32: the value loss becomes infinite."""
+
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
-        return obs, np.nan, terminated, truncated, info
+        return obs, 3.0e38, terminated, truncated, info
 
 
-gym.register("NaNRewardCartPole-v0", entry_point=NaNRewardCartPole, max_episode_steps=200)
+gym.register("HugeRewardCartPole-v0", entry_point=HugeRewardCartPole, max_episode_steps=200)
+'''
+NON_FINITE_ENV = '''\
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control import CartPoleEnv, PendulumEnv
+
+
+def non_finite_at(base):
+    class NonFinite(base):
+        """Returns a NaN or an infinity in one observation column, or as the reward, from its ``at``-th call
+        of step() or reset() on: a fixed row of the run, whatever its episodes' lengths."""
+
+        def __init__(self, at=100, column=None, value=np.nan, **kwargs):
+            super().__init__(**kwargs)
+            self.count, self.at, self.column, self.value = 0, at, column, value
+
+        def reset(self, **kwargs):
+            self.count += 1
+            return super().reset(**kwargs)
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            self.count += 1
+            if self.count >= self.at:
+                if self.column is None:
+                    reward = self.value
+                else:
+                    obs = obs.copy()
+                    obs[self.column] = self.value
+            return obs, reward, terminated, truncated, info
+
+    return NonFinite
+
+
+gym.register("NonFiniteCartPole-v0", entry_point=non_finite_at(CartPoleEnv), max_episode_steps=500)
+gym.register("NonFinitePendulum-v0", entry_point=non_finite_at(PendulumEnv), max_episode_steps=200)
 '''
 SMALL = ["-p", "n_envs=4", "-p", "n_steps=32", "-p", "minibatch_size=64", "--eval-episodes", "2", "--threads", "1"]
 
 
-@pytest.mark.filterwarnings("ignore:.*reward is a NaN value")
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_finite_checkpoint(tmp_path, monkeypatch):
-    (tmp_path / "nan_reward_env.py").write_text(NAN_ENV)
+    (tmp_path / "huge_reward_env.py").write_text(HUGE_REWARD_ENV)
     monkeypatch.syspath_prepend(str(tmp_path))
     run = tmp_path / "run"
-    result = runner.invoke(app, ["train", "NaNRewardCartPole-v0", "--env-module", "nan_reward_env",
+    result = runner.invoke(app, ["train", "HugeRewardCartPole-v0", "--env-module", "huge_reward_env",
                                  "--run-dir", str(run), "--steps", "1024", *SMALL])
     assert result.exit_code == 1, result.output
     line = result.output.strip().splitlines()[-1]
@@ -47,6 +83,32 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_finite_checkpoin
     assert saved.steps == 0 and not saved.meta["finished"]
     assert all(torch.isfinite(t).all() for t in saved.model(resuming=True).values())
     assert saved.optimizer() is not None
+
+
+@pytest.mark.filterwarnings("ignore:.*is a NaN value", "ignore:.*is an infinite value")
+@pytest.mark.parametrize(("algo", "env_id", "kwargs", "what", "step"), [
+    # the calls before a run's first step are the resets gymnasium makes: 2 with 4 envs, so row 97 ends at
+    # step 392 (an observation is named with the step that returned it); 1 with one env, so row 298 is step 299
+    ("ppo", "NonFiniteCartPole-v0", "{}", "reward", 392),
+    ("ppo", "NonFiniteCartPole-v0", "{column: 2, value: .inf}", "observation column 2", 392),
+    ("sac", "NonFinitePendulum-v0", "{at: 300, column: 1}", "observation column 1", 299),
+])
+def test_a_non_finite_env_output_is_named_as_the_envs_fault(tmp_path, monkeypatch, algo, env_id, kwargs, what,
+                                                            step):
+    (tmp_path / "non_finite_env.py").write_text(NON_FINITE_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = tmp_path / "run"
+    sizes = SMALL if algo == "ppo" else ["-p", "learning_starts=250", "-p", "batch_size=32", "-p", "log_every=100",
+                                         "--eval-episodes", "1", "--threads", "1"]
+    result = runner.invoke(app, ["train", env_id, "--algo", algo, "--env-module", "non_finite_env", "--run-dir",
+                                 str(run), "--steps", "2048", "-p", f"env_kwargs={kwargs}", *sizes])
+    assert result.exit_code == 1, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line == (f"error: the environment {env_id} returned a non-finite {what} at step {step:,}; training "
+                    f"stopped, and its last checkpoint (step {RunDir.open(run).steps:,}) is kept in {run}. Check "
+                    "the env's step() and reset(): a resume meets the same value"), line
+    saved = RunDir.open(run)
+    assert saved.steps < step and all(torch.isfinite(t).all() for t in saved.model(resuming=True).values())
 
 
 def test_a_write_that_fails_is_one_line_and_leaves_the_run_loadable(tmp_path, monkeypatch):

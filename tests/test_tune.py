@@ -2,6 +2,7 @@
 SQLite study, PostgreSQL when CI provides one), diverging trials, and the search spaces."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -54,25 +55,25 @@ PRUNING_SPACE = TINY_SPACE + "env_kwargs: [{}, {sutton_barto_reward: true}]\n"
 TINY = ["--steps", "2048", "--evaluations", "3", "--eval-episodes", "3", "--threads", "1", "--startup-trials", "1"]
 # two workers sharing a study: the point is the sharing, so shorter runs
 SHARED = ["--trials", "4", "--jobs", "2", "--pruner", "none", *TINY[2:], "--steps", "1024"]
-NAN_ENV = '''\
+FAULTY_ENV = '''\
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 
-class MaybeNaNCartPole(CartPoleEnv):
-    """CartPole whose rewards are NaN when asked: a trial that trains on it diverges."""
+class FaultyCartPole(CartPoleEnv):
+    """CartPole whose rewards are all ``reward`` when it is given: NaN is the env's fault, a finite reward
+    whose square overflows float32 makes training diverge."""
 
-    def __init__(self, nan_reward=False, **kwargs):
+    def __init__(self, reward=None, **kwargs):
         super().__init__(**kwargs)
-        self.nan_reward = nan_reward
+        self.reward = reward
 
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
-        return obs, (np.nan if self.nan_reward else reward), terminated, truncated, info
+        return obs, (reward if self.reward is None else float(self.reward)), terminated, truncated, info
 
 
-gym.register("MaybeNaNCartPole-v0", entry_point=MaybeNaNCartPole, max_episode_steps=200)
+gym.register("FaultyCartPole-v0", entry_point=FaultyCartPole, max_episode_steps=200)
 '''
 
 
@@ -183,6 +184,21 @@ def test_resume_continues_trial_numbering(tiny_study):
                  *TINY[:-4], "--steps", "4096")
     assert other.exit_code == 2
     assert "was run with other settings (steps 2048 -> 4096)" in other.output
+
+
+def test_a_continued_study_draws_new_parameters(tmp_path):
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    out = tmp_path / "study"
+    args = ["--sampler", "random", "--pruner", "none", "--space", str(tmp_path / "space.yml"), "--out", str(out),
+            *TINY[:-2], "--steps", "256", "--evaluations", "1"]
+    assert tune("CartPole-v1", "--trials", "2", *args).exit_code == 0
+    result = tune("CartPole-v1", "--trials", "4", *args)
+    assert result.exit_code == 0, result.output
+    trials = sorted(load(out).trials, key=lambda t: t.number)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    first, second = [t.params for t in trials[:2]], [t.params for t in trials[2:]]
+    assert all(params not in first for params in second), (first, second)
+    assert not any("same_as" in t.user_attrs for t in trials)
 
 
 def _check_shared_study(study, trials: int, logs: Path) -> None:
@@ -351,25 +367,37 @@ def test_two_summaries_of_one_study_at_once(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:.*reward is a NaN value")
-def test_a_diverging_trial_is_recorded_as_failed_and_the_study_goes_on(tmp_path, monkeypatch):
-    (tmp_path / "nanenv.py").write_text(NAN_ENV)
+def test_failing_trials_are_recorded_with_their_reason_and_the_study_goes_on(tmp_path, monkeypatch):
+    (tmp_path / "faultyenv.py").write_text(FAULTY_ENV)
     monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "space.yml").write_text("env_kwargs: [{nan_reward: true}, {nan_reward: false}]\n"
+    (tmp_path / "space.yml").write_text("env_kwargs: [{reward: .nan}, {reward: 3.0e+38}, {}]\n"
                                         "n_envs: [4]\nn_steps: [32]\nminibatch_size: {minibatches: [2]}\n")
-    out = tmp_path / "nan"
-    result = tune("MaybeNaNCartPole-v0", "--env-module", "nanenv", "--trials", "4", "--sampler", "random",
-                  "--pruner", "none", "--space", str(tmp_path / "space.yml"), "--out", str(out),
+    out = tmp_path / "faulty"
+    result = tune("FaultyCartPole-v0", "--env-module", "faultyenv", "--trials", "6", "--sampler", "random",
+                  "--seed", "1", "--pruner", "none", "--space", str(tmp_path / "space.yml"), "--out", str(out),
                   "--steps", "512", "--evaluations", "1", "--eval-episodes", "2", "--threads", "1")
     assert result.exit_code == 0, result.output
     trials = sorted(load(out).trials, key=lambda t: t.number)
-    assert len(trials) == 4
+    assert len(trials) == 6
+    reasons = {"nan": "environment fault: a non-finite reward at step ", "3e+38": "diverged: "}
     for t in trials:
-        nan = t.user_attrs["hyperparams"]["env_kwargs"]["nan_reward"]
-        assert t.state == (TrialState.FAIL if nan else TrialState.COMPLETE)
-        if nan:
-            assert t.user_attrs["fail_reason"].startswith("diverged: "), t.user_attrs["fail_reason"]
-    assert {t.state for t in trials} == {TrialState.FAIL, TrialState.COMPLETE}  # the seed draws both
-    assert "Failed trial" in result.output and "diverged" in result.output
+        reward = t.user_attrs["hyperparams"]["env_kwargs"].get("reward")
+        expected = None if reward is None else reasons["nan" if math.isnan(reward) else f"{reward:g}"]
+        assert t.state == (TrialState.COMPLETE if expected is None else TrialState.FAIL)
+        if expected is not None:
+            assert t.user_attrs["fail_reason"].startswith(expected), t.user_attrs["fail_reason"]
+    drawn = {json.dumps(t.user_attrs["hyperparams"]["env_kwargs"]) for t in trials}
+    assert len(drawn) == 3, drawn  # the seed draws all three
+    # a point drawn again takes its first trial's outcome without training again
+    trained = [t for t in trials if "same_as" not in t.user_attrs]
+    assert len(trained) == 3 and all((out / "trials" / f"{t.number:04d}").is_dir() for t in trained)
+    for t in trials:
+        if "same_as" in t.user_attrs:
+            twin = trials[t.user_attrs["same_as"]]
+            assert twin.number < t.number and twin.user_attrs["hyperparams"] == t.user_attrs["hyperparams"]
+            assert t.state == twin.state and t.value == twin.value
+            assert not (out / "trials" / f"{t.number:04d}").exists()
+    assert "Failed trial" in result.output and "environment fault" in result.output
 
 
 @pytest.mark.parametrize(("args", "message"), [

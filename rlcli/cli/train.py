@@ -32,7 +32,7 @@ from rlcli.rundir import RunDir, load_config, read_meta, shipped
 from rlcli.runlock import RunLock
 from rlcli.runs import default_run_dir
 from rlcli.selfplay.opponents import FIXED
-from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
+from rlcli.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
 
 
 class ProgressDisplay:
@@ -376,7 +376,7 @@ def _train_and_report(console: Console, cfg: RunConfig, directory: Path, display
         console.print(f"\nInterrupted at step {e.state.step:,}; {saved}.\n"
                       f"Resume with: rlcli train --resume {directory}")
         raise typer.Exit(143 if terminated() else 130) from None
-    except TrainingDiverged as e:
+    except (TrainingDiverged, EnvFault) as e:
         if world.lead:
             typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

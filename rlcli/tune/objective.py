@@ -4,6 +4,7 @@ several envs) is the trial's value. A run that diverges or crashes fails the tri
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -67,12 +68,15 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
     import optuna
     from optuna.exceptions import UpdateFinishedTrialError
 
-    from rlcli.train import TrainingDiverged, TrainingInterrupted, TrainState, train
+    from rlcli.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, train
 
     by_env = trial_overrides(trial, spec, space)
     trial.set_user_attr("hyperparams", by_env[spec.env_ids[0]])  # what the display and summary show
     if len(by_env) > 1:
         trial.set_user_attr(OVERRIDES_BY_ENV, by_env)
+    twin = finished_twin(trial, spec, by_env)
+    if twin is not None:
+        return repeated(trial, twin)
     every = max(spec.steps // spec.evaluations, 1)
     seeds = [spec.seed + i for i in range(spec.seeds_per_trial)]
     units = [(env_id, seed) for env_id in spec.env_ids for seed in seeds]
@@ -113,6 +117,9 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
             raise
         except TrainingInterrupted:
             raise KeyboardInterrupt from None
+        except EnvFault as e:
+            raise TrialFailed(f"environment fault: a non-finite {e.what} at step {e.step:,} ({env_id}, seed {seed})"
+                              ) from None
         except TrainingDiverged as e:
             raise TrialFailed(f"diverged: {e.quantity} is not finite at step {e.state.step:,} ({env_id}, seed {seed})"
                               ) from None
@@ -125,6 +132,40 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
         scores.append(final)
         trial.set_user_attr("returns", returns)
     return float(sum(scores) / len(scores))
+
+
+def finished_twin(trial: Any, spec: TuneSpec, by_env: dict[str, dict[str, Any]]) -> Any | None:
+    """The first finished trial (complete, pruned, or failed other than by an interruption) of ``trial``'s
+    study that trained with the same overrides, or None. A random draw can repeat a small space's point,
+    and a continued study's sampler once repeated its first run's draws."""
+    from optuna.trial import TrialState
+
+    drawn = json.dumps(by_env, sort_keys=True, default=str)
+    for other in sorted(trial.study.get_trials(deepcopy=False), key=lambda t: t.number):
+        if (other.number != trial.number and other.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+                and not other.user_attrs.get("interrupted") and "same_as" not in other.user_attrs
+                and json.dumps(stored_overrides(other.user_attrs, spec.env_ids), sort_keys=True, default=str) == drawn):
+            return other
+    return None
+
+
+def repeated(trial: Any, twin: Any) -> float:
+    """``twin``'s outcome as ``trial``'s, without training again: its value, or its pruning or failure
+    (raised as in ``objective``); the ``same_as`` user attribute names it."""
+    import optuna
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("same_as", twin.number)
+    as_twin = f"(as trial {twin.number}, whose hyperparameters it drew)"
+    if twin.state == TrialState.PRUNED:
+        reason = f"{twin.user_attrs.get('prune_reason', 'pruned')} {as_twin}"
+        trial.set_user_attr("prune_reason", reason)
+        raise optuna.TrialPruned(reason)
+    if twin.state == TrialState.FAIL:
+        raise TrialFailed(f"{twin.user_attrs.get('fail_reason', 'failed')} {as_twin}")
+    if "returns" in twin.user_attrs:
+        trial.set_user_attr("returns", twin.user_attrs["returns"])
+    return float(twin.value)
 
 
 def _score(env_id: str, mean_return: float | None, normalise: bool) -> float:

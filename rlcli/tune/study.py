@@ -76,6 +76,9 @@ def open_study(spec: TuneSpec, storage: Any = None, worker: int = 0) -> Any:
     storage = storage if storage is not None else open_storage(spec.storage)
     study = optuna.create_study(storage=storage, study_name=spec.study_name, direction="maximize",
                                 sampler=make_sampler(spec, worker), pruner=make_pruner(spec), load_if_exists=True)
+    held = len(study.get_trials(deepcopy=False))
+    if held:
+        study.sampler = make_sampler(spec, worker, held)
     stored = study.user_attrs.get("rlcli")
     settings = spec.settings()
     if stored is None:
@@ -88,12 +91,13 @@ def open_study(spec: TuneSpec, storage: Any = None, worker: int = 0) -> Any:
     return study
 
 
-def make_sampler(spec: TuneSpec, worker: int = 0) -> Any:
+def make_sampler(spec: TuneSpec, worker: int = 0, held: int = 0) -> Any:
     """The spec's sampler; each worker gets its own seed so that parallel workers do not draw the
-    same random startup trials."""
+    same random startup trials, and a study continued when it held ``held`` trials another still, so that
+    it does not draw its first run's parameters again."""
     import optuna
 
-    seed = spec.seed + 1000 * worker
+    seed = (spec.seed + 1000 * worker + 1_000_003 * held) % 2**32
     if spec.sampler == "tpe":
         # constant_liar: a running trial counts as a poor result, so parallel workers spread out
         return optuna.samplers.TPESampler(n_startup_trials=spec.startup_trials, seed=seed, constant_liar=True)
