@@ -86,7 +86,8 @@ def not_noted() -> Iterator[Callable[[], bool]]:
 @contextlib.contextmanager
 def term_as_interrupt() -> Iterator[Callable[[], bool]]:
     """SIGTERM handled as Ctrl-C for the duration (a scheduler's or ``kill``'s stop saves as Ctrl-C does, and a
-    second stops at once); yields whether one came. A no-op off the main thread and in a supervised job
+    second stops at once); yields whether one came. It holds in a process started with SIGINT ignored (a
+    shell script's ``&``), where Ctrl-C stays ignored. A no-op off the main thread and in a supervised job
     (``rlcli.workers.JOB_VARIABLE``)."""
     seen = False
 
@@ -95,14 +96,23 @@ def term_as_interrupt() -> Iterator[Callable[[], bool]]:
         seen = True
         signal.raise_signal(signal.SIGINT)
 
+    def ctrl_c_ignored(signum: int, frame: Any) -> None:
+        # SIG_IGN's stand-in, so that ``held`` holds a SIGTERM too: what reaches it is a SIGTERM passed on
+        if seen:
+            raise KeyboardInterrupt
+
     # a job of a supervisor (benchmark, tune) keeps SIGTERM's default: its supervisor turns stops into SIGINT
     # and sends SIGTERM only to end a job that did not stop
     if threading.current_thread() is not threading.main_thread() or os.environ.get("RLCLI_SUPERVISED"):
         yield lambda: False
         return
-    previous = signal.getsignal(signal.SIGTERM)
+    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGTERM, forward)
+    if previous_int == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, ctrl_c_ignored)
     try:
         yield lambda: seen
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_int == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -146,11 +146,13 @@ def test_resuming_or_exporting_a_zoo_agent_leaves_it_as_shipped(tmp_path, monkey
     assert _digests(agent) == before and not (agent / "export").exists()
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+@pytest.mark.parametrize("ctrl_c", ["default", "ignored"])  # ignored: a shell script's `rlcli train ... &`
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path, ctrl_c):
     run_dir = tmp_path / "run"
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ctrl_c == "ignored" else None
     process = subprocess.Popen([sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--backend", "gymnasium",
                                 "--steps", "10000000", "--eval-every", "0", "--run-dir", str(run_dir)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=ignore)
     deadline = time.time() + 60
     while not (run_dir / "meta.json").is_file() and time.time() < deadline:
         time.sleep(0.2)
