@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -21,15 +22,93 @@ def compile_enabled(mode: Compile, device: torch.device) -> bool:
     return mode == "on"
 
 
-def compiled(fn: F, mode: Compile, device: torch.device, graphs: bool = True,
-             rows_vary: bool = False) -> F:
-    """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. On a GPU, with
-    ``graphs``, the compiled graphs are replayed as CUDA graphs (``reduce-overhead``): for steps whose
-    outputs the caller consumes before the next call, since a replay reuses their memory. ``rows_vary``:
-    the inputs' row counts change from call to call (an update's last minibatch, where reset rows were
-    left out), so the graphs are built for any count at once instead of again at the first change."""
+def compiled(fn: F, mode: Compile, device: torch.device, rows_vary: bool = False) -> F:
+    """``fn`` through ``torch.compile`` where ``compile_enabled``, else ``fn`` itself. ``rows_vary``: the
+    inputs' row counts change from call to call (an update's last minibatch, where reset rows were left
+    out), so the code is built for any count at once instead of again at the first change."""
     if not compile_enabled(mode, device):
         return fn
-    cuda_graphs = graphs and device.type == "cuda"
-    return torch.compile(fn, mode="reduce-overhead" if cuda_graphs else None,  # type: ignore[return-value]
-                         dynamic=True if rows_vary else None)
+    return torch.compile(fn, dynamic=True if rows_vary else None)  # type: ignore[return-value]
+
+
+def captured(fn: F, mode: Compile, device: torch.device) -> F:
+    """``fn`` replayed as CUDA graphs (``GraphedStep``) where ``compile_enabled`` on a GPU, else ``fn`` itself:
+    for a whole update step whose outputs the caller reads before the next call."""
+    if not compile_enabled(mode, device) or device.type != "cuda":
+        return fn
+    return GraphedStep(fn)  # type: ignore[return-value]
+
+
+class GraphedStep:
+    """``fn`` replayed as one CUDA graph for each shape of its inputs: every kernel of a step (forward,
+    backward, clipping, optimiser, target update) launched at once, where eager PyTorch launches each from
+    Python and a small network's step is bound by those launches. Arguments are tensors, tuples of tensors
+    (NamedTuples too) and plain values, which are part of the shape.
+
+    The first ``warmup`` calls of a shape run on a side stream (torch's recipe, so that the allocator, the
+    compiler and the optimiser's state are ready), the next is captured and replayed, and every later one
+    copies its inputs into the graph's and replays it. A graph's outputs are its own memory, overwritten by
+    its next replay. A step that cannot be captured (one that reads a value back to the host) runs without
+    a graph, with a warning; so do shapes beyond ``max_graphs``."""
+
+    def __init__(self, fn: Callable, warmup: int = 2, max_graphs: int = 4) -> None:
+        self.fn, self.warmup, self.max_graphs = fn, warmup, max_graphs
+        self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, list, Any]] = {}
+        self.calls: dict[tuple, int] = {}
+        self.failed = False
+
+    def __call__(self, *args: Any) -> Any:
+        leaves = _leaves(args)
+        key = tuple((x.shape, x.dtype) if isinstance(x, torch.Tensor) else x for x in leaves)
+        graphed = self.graphs.get(key)
+        if graphed is not None:
+            graph, inputs, outputs = graphed
+            for static, x in zip(inputs, leaves, strict=True):
+                if isinstance(static, torch.Tensor):
+                    static.copy_(x)
+            graph.replay()
+            return outputs
+        self.calls[key] = self.calls.get(key, 0) + 1
+        if self.failed or len(self.graphs) >= self.max_graphs:
+            return self.fn(*args)
+        if self.calls[key] <= self.warmup:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                outputs = self.fn(*args)
+            torch.cuda.current_stream().wait_stream(stream)
+            return outputs
+        return self._capture(key, args, leaves)
+
+    def _capture(self, key: tuple, args: tuple, leaves: list) -> Any:
+        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                outputs = self.fn(*_rebuilt(args, inputs))
+        except RuntimeError as e:  # nothing captured ran: the step runs as it is, from now on
+            self.failed = True
+            warnings.warn(f"{getattr(self.fn, '__name__', 'a step')} runs without CUDA graphs: its capture "
+                          f"failed ({str(e).splitlines()[0]})", stacklevel=2)
+            torch.cuda.synchronize()
+            return self.fn(*args)
+        graph.replay()
+        self.graphs[key] = (graph, inputs, outputs)
+        return outputs
+
+
+def _leaves(args: tuple) -> list:
+    """The arguments with each tuple's items in its place."""
+    return [item for arg in args for item in (arg if isinstance(arg, tuple) else (arg,))]
+
+
+def _rebuilt(args: tuple, leaves: list) -> list:
+    """``args`` with ``leaves`` in their places (``_leaves``'s inverse)."""
+    out, items = [], iter(leaves)
+    for arg in args:
+        if isinstance(arg, tuple):
+            values = [next(items) for _ in arg]
+            out.append(type(arg)(*values) if hasattr(arg, "_fields") else tuple(values))
+        else:
+            out.append(next(items))
+    return out

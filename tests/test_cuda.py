@@ -16,7 +16,9 @@ from typer.testing import CliRunner
 
 from rlcli.agents import build_agent, make_env, resolve_device
 from rlcli.algos import resolve
+from rlcli.buffers import ReplayBatch
 from rlcli.cli import app
+from rlcli.compiling import GraphedStep
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.envs.masked import LENGTH
 from rlcli.learners import RolloutCollector
@@ -119,6 +121,59 @@ def test_the_nature_cnn_trains_on_pong_on_the_gpu(tmp_path, precision):
     weights = load_file(tmp_path / "run" / "model.safetensors")
     policy = {k: t for k, t in weights.items() if k.startswith("policy.")}  # statistics are float64
     assert policy and all(t.dtype == torch.float32 and torch.isfinite(t).all() for t in policy.values())
+
+
+def _graphed_and_eager(algo: str, env_id: str, overrides: dict):
+    """Two copies of one eager agent on the GPU, the first's update step replayed as CUDA graphs."""
+    cfg = resolve(algo, env_id, backend="gymnasium", overrides={**overrides, "compile": "off"}, device="cuda")
+    env = make_env(cfg, cfg.algo.n_envs, 0)
+    agents = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        agents.append(build_agent(cfg, env, resolve_device("cuda")))
+    env.close()
+    graphed, eager = agents
+    name = "_gradient_step" if algo == "sac" else "_step"
+    setattr(graphed, name, GraphedStep(getattr(graphed, name)))
+    return graphed, eager, getattr(graphed, name)
+
+
+def test_a_graphed_sac_update_equals_the_eager_one():
+    graphed, eager, step = _graphed_and_eager("sac", "Pendulum-v1", {"policy_delay": 2})
+    generator = torch.Generator().manual_seed(0)
+    for i in range(8):  # two warm-ups and a capture of each of the two shapes (actor moved or not), then replays
+        batch = ReplayBatch(*(t.cuda() for t in (torch.randn(256, 3, generator=generator),
+                                                  torch.rand(256, 1, generator=generator) * 4 - 2,
+                                                  torch.randn(256, generator=generator),
+                                                  torch.randn(256, 3, generator=generator), torch.zeros(256))))
+        torch.manual_seed(i)
+        a = {k: v.clone() for k, v in graphed.update(batch).items()}
+        torch.manual_seed(i)
+        b = eager.update(batch)
+        assert a.keys() == b.keys()
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], msg=f"update {i}: {key}")
+    assert len(step.graphs) == 2 and not step.failed
+    for (name, x), y in zip(graphed.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(x, y, msg=name)
+
+
+def test_a_graphed_ppo_update_equals_the_eager_one():
+    # 3 minibatches of 256 rows a epoch (two graphs: full ones and the last, smaller one), 4 epochs
+    cpu, _, batch = _agents("CartPole-v1", {"n_envs": 8, "n_steps": 80, "minibatch_size": 256, "n_epochs": 4})
+    graphed, eager, step = _graphed_and_eager("ppo", "CartPole-v1", {"n_envs": 8, "n_steps": 80,
+                                                                     "minibatch_size": 256, "n_epochs": 4})
+    batch = type(batch)(*(t.cuda() for t in batch))
+    for update in range(2):
+        torch.manual_seed(update)
+        a = graphed.update(batch, progress=0.0)
+        torch.manual_seed(update)
+        b = eager.update(batch, progress=0.0)
+        for key, value in b.items():
+            assert math.isclose(a[key], value, rel_tol=1e-5, abs_tol=1e-7), (update, key, a[key], value)
+    assert len(step.graphs) == 2 and not step.failed
+    for (name, x), y in zip(graphed.net.named_parameters(), eager.net.parameters(), strict=True):
+        torch.testing.assert_close(x, y, msg=name)
 
 
 def test_compiled_sac_trains_on_the_gpu(tmp_path):

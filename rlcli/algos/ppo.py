@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from rlcli.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
-from rlcli.compiling import compiled
+from rlcli.compiling import captured, compiled
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.distributed.world import SINGLE, World
 from rlcli.envs.layout import ObsLayout
@@ -232,10 +232,16 @@ class PPO(nn.Module):
         self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
         self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
-        self._step = compiled(self._minibatch_step, cfg.compile, device, rows_vary=True)
+        if device.type == "cuda" and not isinstance(self.net, RecurrentActorCritic) and world.size == 1:
+            # one CUDA graph a minibatch step (of each row count): the eager step's kernels, since torch.compile's
+            # code for varying row counts fails to capture. Not for a sequence minibatch, which keeps its valid
+            # rows (a count read back to the host), nor where processes sum gradients between backward and Adam
+            self._step = captured(self._minibatch_step, cfg.compile, device)
+        else:
+            self._step = compiled(self._minibatch_step, cfg.compile, device, rows_vary=True)
         # acting's outputs outlive the next call (the critic finishes from the actor's), so no CUDA graphs
-        self._sample = compiled(self.net.sample, cfg.compile, device, graphs=False)
-        self._value_of = compiled(self.net.value_of, cfg.compile, device, graphs=False)
+        self._sample = compiled(self.net.sample, cfg.compile, device)
+        self._value_of = compiled(self.net.value_of, cfg.compile, device)
         self.learning_rate = cfg.learning_rate
         self.action_shape = (len(self.net.nvec),) if self.net.nvec else tuple(action_space.shape)
         self.action_dtype = torch.long if self.net.nvec else torch.float32

@@ -3,7 +3,8 @@ hyperparameters, search space, thread policy and agent.
 
 The update keeps everything on the device: losses and metrics stay tensors (summed by the caller and
 read once per training iteration), the twin critics are one batched network, and the Polyak update is
-an in-place interpolation. ``compile`` compiles acting and both gradient steps (loss, backward and Adam).
+an in-place interpolation. ``compile`` compiles acting and both gradient steps (loss, backward and Adam),
+and on a GPU replays the whole update as one CUDA graph.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic import Field
 from torch import nn
 
 from rlcli.buffers import ReplayBatch
-from rlcli.compiling import compiled
+from rlcli.compiling import captured, compiled
 from rlcli.config import AlgoConfig, Precision, RunConfig
 from rlcli.errors import UsageError
 from rlcli.nets import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
@@ -120,7 +121,8 @@ class SAC(nn.Module):
         self._target_params = list(self.critic_target.parameters())
         self._critic_step = compiled(self.critic_step, cfg.compile, device)
         self._actor_step = compiled(self.actor_step, cfg.compile, device)
-        self._act = compiled(self._act_eager, cfg.compile, device, graphs=False)
+        self._gradient_step = captured(self.gradient_step, cfg.compile, device)
+        self._act = compiled(self._act_eager, cfg.compile, device)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
@@ -216,17 +218,22 @@ class SAC(nn.Module):
         """One gradient step of the critics (and, every ``policy_delay`` steps, of the actor and alpha).
         Returns metrics as tensors, without synchronising with the device; those of the actor only on
         the steps that moved it."""
-        cfg = self.cfg
-        critic_loss, q_mean, obs = self._critic_step(batch)
         self.updates += 1
+        return self._gradient_step(batch, self.updates % self.cfg.policy_delay == 0,
+                                   self.updates % self.cfg.target_update_every == 0)
+
+    def gradient_step(self, batch: ReplayBatch, move_actor: bool, move_targets: bool) -> dict[str, torch.Tensor]:
+        """The critics' step, then the actor's and alpha's (``move_actor``) and the Polyak update
+        (``move_targets``): one CUDA graph when compiling on a GPU."""
+        critic_loss, q_mean, obs = self._critic_step(batch)
         metrics = {"losses/critic": critic_loss, "charts/q_mean": q_mean}
-        if self.updates % cfg.policy_delay == 0:
+        if move_actor:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)
             actor_loss, temperature_loss, entropy = self._actor_step(obs)
             self.critic.requires_grad_(True)
             metrics |= {"losses/actor": actor_loss, "losses/alpha": temperature_loss, "charts/entropy": entropy}
-        if self.updates % cfg.target_update_every == 0:
-            polyak_update(self._target_params, self._critic_params, cfg.target_update_rate)
+        if move_targets:
+            polyak_update(self._target_params, self._critic_params, self.cfg.target_update_rate)
         metrics["charts/alpha"] = self.log_alpha.detach().exp()
         return metrics
