@@ -22,7 +22,10 @@ from rlcli.errors import UsageError
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A config model: immutable, unknown keys refused; the docstring under a field is its description
+    (``rlcli hyperparams`` prints it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 # Arithmetic of the training passes (the update, and PPO's rollout acting). "bf16": matrix products and
@@ -44,17 +47,25 @@ class NetworkConfig(Frozen):
     """Actor-critic network shape."""
 
     trunk: Literal["mlp", "cnn"] = "mlp"
+    """The layers before the heads: an MLP, or the Nature CNN over stacked frames."""
     hidden: tuple[Annotated[int, Field(gt=0)], ...] = (64, 64)
+    """Units of each MLP layer."""
     activation: Literal["tanh", "relu", "elu", "silu"] = "tanh"
-    shared: bool = False  # one trunk for actor and critic (Atari) or two (MuJoCo)
+    """The MLP's activation."""
+    shared: bool = False
+    """One trunk for actor and critic (Atari), or one each (MuJoCo)."""
     log_std_init: float = 0.0
+    """Initial log standard deviation of a Gaussian policy (Box actions)."""
     ortho_init: bool = True
-    recurrent: Literal["lstm", "gru"] | None = None  # a memory after the trunk: partially observed tasks
-    recurrent_size: Annotated[int, Field(gt=0)] = 128  # its hidden units
-    # Dict observations: the keys each trunk reads. None: the actor every key but the action mask and
-    # "state", the critic every key but the mask (so a "state" key is the critic's privileged input)
+    """Orthogonal initialisation of the layers (PPO's usual), else torch's default."""
+    recurrent: Literal["lstm", "gru"] | None = None
+    """A memory after the trunk, for partially observed tasks; none by default."""
+    recurrent_size: Annotated[int, Field(gt=0)] = 128
+    """Hidden units of the recurrent memory."""
     actor_keys: tuple[str, ...] | None = None
+    """Dict observations: the keys the actor reads (default: all but the action mask and "state")."""
     critic_keys: tuple[str, ...] | None = None
+    """Dict observations: the keys the critic reads (default: all but the mask; "state" is its own)."""
 
 
 class AlgoConfig(Frozen):
@@ -62,10 +73,15 @@ class AlgoConfig(Frozen):
     ``algo`` field whose literal is its registered name."""
 
     algo: str
+    """The algorithm."""
     steps: Annotated[int, Field(gt=0)] = 1_000_000
+    """Env steps to train for, over all envs."""
     n_envs: Annotated[int, Field(gt=0)] = 8
+    """Envs stepped in parallel."""
     precision: Precision = "fp32"
+    """Arithmetic of the training passes: fp32, or bf16 hidden layers under autocast."""
     compile: Compile = "auto"
+    """torch.compile of acting and update steps (CUDA graphs on a GPU): on, off, or auto (on a GPU only)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -277,13 +293,41 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 def hyperparams_for(algo: str, env_id: str, group: str | None) -> dict[str, Any]:
     """The merged default <- group <- env entry of ``hyperparams/{algo}.yml``."""
+    merged: dict[str, Any] = {}
+    for _, values in hyperparams_layers(algo, env_id, group):
+        merged = deep_merge(merged, values)
+    return merged
+
+
+def hyperparams_layers(algo: str, env_id: str, group: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The parts of ``hyperparams/{algo}.yml`` that apply to ``env_id``, each named, in the order they are
+    merged: ``default``, ``group NAME``, ``entry ENV``; those the file lacks are left out."""
     algo_config_model(algo)
     table = load_yaml(HYPERPARAMS_FILES.get(algo) or hyperparams_dir() / f"{algo}.yml")
-    merged: dict[str, Any] = {}
-    for key in ("default", group, env_id):
-        if key and key in table:
-            merged = deep_merge(merged, table[key] or {})
-    return merged
+    names = (("default", "default"), (group, f"group {group}"), (env_id, f"entry {env_id}"))
+    return [(name, table[key] or {}) for key, name in names if key and key in table]
+
+
+def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested keys dotted: ``{"network": {"hidden": [64]}}`` -> ``{"network.hidden": [64]}``."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def field_description(model: type[BaseModel], key: str) -> str:
+    """The description of the dotted ``key``'s field in ``model`` (through nested models); "" if none."""
+    head, _, rest = key.partition(".")
+    info = model.model_fields.get(head)
+    if info is None:
+        return ""
+    if rest and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+        return field_description(info.annotation, rest)
+    return info.description or ""
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -1,20 +1,23 @@
-"""rlcli against Stable-Baselines3 on the same machine, in one invocation: a markdown table of ratios.
+"""rlcli against its peers on the same machine, in one invocation: a markdown table of ratios. The peer is
+Stable-Baselines3 (and sb3-contrib) unless a section names another: the optional ``hopper-rlgames`` section
+measures rl_games 1.6.5.
 
 Run (from the repository root):
 
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
+    pip install rl-games==1.6.5 && python scripts/bench_peers.py --only hopper-rlgames --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent,multiagent`` picks sections,
-``--quick`` cuts every budget to about one rollout (a smoke run; its figures mean nothing), ``--json PATH``
-writes every raw result, ``--markdown PATH`` writes the tables that are printed. The sections, what each
-row measures and why, are described in scripts/README.md.
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent,multiagent`` picks sections
+(all of these by default; ``hopper-rlgames`` only when named), ``--quick`` cuts every budget to about one rollout
+(a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result, ``--markdown PATH`` writes the
+tables that are printed. The sections, what each row measures and why, are described in scripts/README.md.
 
 Every measurement runs in a fresh Python process (this script re-invoked as ``--worker NAME --seed S ...``,
 printing one JSON line on stdout), so that neither library's imports, thread pools or allocator state leak
 into the other's figures. Each figure is the median over ``--repeats`` seeds (CartPole's time to 475,
 which varies 3-fold from seed to seed, over ``--cartpole-repeats``); the two sides alternate
 seed by seed, so a change in machine load over the run falls on both sides alike. Ratios are always
-rlcli / SB3.
+rlcli / peer.
 
 Torch threads are left at each library's own default (rlcli picks its own; SB3 leaves torch's default)
 and reported next to every figure.
@@ -78,6 +81,16 @@ HOPPER_PPO_SAME: dict[str, Any] = {"lr_schedule": "constant"}
 # a quick run's rlcli Hopper PPO (both sides where they share the values): rollouts of 64 envs x 8 steps
 # instead of 64, in two minibatches, so that the one rollout it times is 512 steps, not 4,096
 QUICK_HOPPER_PPO: dict[str, Any] = {"n_steps": 8, "minibatch_size": 256}
+
+# rl_games 1.6.5's rl_games/configs/mujoco/hopper_envpool.yaml, as the package ships it, with env_name
+# Hopper-v5 and device cpu: 64 actors x horizon 64, minibatch 2,048, 5 mini-epochs, lr 5e-4 adaptive (KL
+# 0.008), e_clip 0.2, no value clipping, critic_coef 2, grad_norm 1, gamma 0.99, tau 0.95, one shared
+# [256, 128, 64] ELU trunk, a state-independent sigma starting at exp(0), input and value normalisation,
+# rewards scaled by 0.1. rlcli's run with those settings starts from its mujoco group (the same rollout,
+# minibatches, epochs, schedule and network widths) and changes what differs; rlcli normalises rewards by
+# their running return's scale where rl_games scales them by 0.1 and normalises values.
+RLGAMES_HOPPER_CONFIG = "configs/mujoco/hopper_envpool.yaml"
+RLCLI_RLGAMES_HOPPER = ("learning_rate=0.0005", "network.shared=true", "network.log_std_init=0.0", "clip_value=null")
 
 # SAC with identical hyperparameters on both sides (SB3's SAC defaults, which rlcli can express):
 # 256x256 ReLU actor and critics, batch 256, lr 3e-4 for actor, critics and alpha, buffer 1e6,
@@ -147,6 +160,7 @@ class Budgets:
     recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
     mpe_steps: int = 61_440  # agent steps: 20 rollouts of 8 envs x 128 steps x 3 agents
     env_seconds: float = 5.0  # random-action env throughput
+    rlgames_steps: int = 1_000_000  # Hopper-v5 PPO against rl_games: the published MuJoCo budget
 
     def quick(self) -> Budgets:
         """A smoke run of every code path, about a minute a section even on a busy 2-core machine: 1/20
@@ -159,7 +173,7 @@ class Budgets:
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
                        sac_learning_starts=300, sac_window=50, pong_steps=256, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
-                       env_seconds=0.25)
+                       env_seconds=0.25, rlgames_steps=4_096)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -722,7 +736,36 @@ def worker_sb3_mpe(args: WorkerArgs) -> dict[str, Any]:
 
 
 
+def worker_rlgames_hopper(args: WorkerArgs) -> dict[str, Any]:
+    """rl_games 1.6.5 training Hopper-v5 on envpool with its own hopper_envpool.yaml (device cpu), through
+    its Runner as its runner.py calls it, in a temporary directory (it writes runs/ where it starts)."""
+    import importlib.resources
+
+    import torch
+    import yaml
+    from rl_games.torch_runner import Runner
+
+    config = yaml.safe_load(importlib.resources.files("rl_games").joinpath(RLGAMES_HOPPER_CONFIG).read_text())
+    params = config["params"]
+    params["seed"] = args.seed
+    settings = params["config"]
+    settings["env_config"].update(env_name=args.env, seed=args.seed)
+    settings.update(device="cpu", device_name="cpu", max_epochs=-1, max_frames=args.steps)
+    with tempfile.TemporaryDirectory(prefix="bench-rlgames-") as tmp:
+        os.chdir(tmp)
+        start = time.perf_counter()
+        runner = Runner()
+        runner.load(config)
+        runner.reset()
+        runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
+        seconds = time.perf_counter() - start
+        os.chdir(REPO)
+    return {"steps": args.steps, "seconds": seconds, "sps": args.steps / seconds, "backend": "envpool",
+            "n_envs": settings["num_actors"], "torch_threads": torch.get_num_threads()}
+
+
 WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
+    "rlgames-hopper": worker_rlgames_hopper,
     "sb3-cartpole": worker_sb3_cartpole,
     "rlcli-hopper-ppo": worker_rlcli_hopper_ppo,
     "sb3-hopper-ppo": worker_sb3_hopper_ppo,
@@ -813,6 +856,23 @@ def run_rlcli_cartpole(seed: int, steps: int, eval_every: int, params: Sequence[
             "torch_threads_config": config.get("torch_threads"), "process_seconds": seconds}
 
 
+def run_rlcli_train(env_id: str, seed: int, steps: int, params: Sequence[str] = ()) -> dict[str, Any]:
+    """``rlcli train ENV`` as a user runs it, without periodic evaluations (one episode evaluated at the
+    end), timed around the process; ``params`` are ``-p key=value`` overrides of its entry."""
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="bench-rlcli-") as tmp:
+        run_dir = Path(tmp) / "run"
+        seconds, _ = run_process([
+            sys.executable, "-m", "rlcli", "train", env_id, "--eval-every", "0", "--eval-episodes", "1",
+            "--seed", str(seed), "--steps", str(steps), "--run-dir", str(run_dir),
+            *(arg for param in params for arg in ("-p", param))])
+        meta = json.loads((run_dir / "meta.json").read_text())
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return {"steps": int(meta["steps"]), "n_envs": config["algo"]["n_envs"], "backend": meta.get("backend"),
+            "torch_threads_config": config.get("torch_threads"), "process_seconds": seconds}
+
+
 Unit = Literal["s", "steps/s", "steps", "%"]
 
 
@@ -827,7 +887,7 @@ class Goal:
         return ratio <= self.target if self.op == "<=" else ratio >= self.target
 
     def __str__(self) -> str:
-        return f"{'≤' if self.op == '<=' else '≥'} {self.target:g}x"
+        return f"{'≤' if self.op == '<=' else '≥'} {self.target:.3g}x"
 
 
 @dataclass
@@ -1185,6 +1245,29 @@ def bench_multiagent(ctx: Context) -> Section:
     return section
 
 
+def bench_hopper_rlgames(ctx: Context) -> Section:
+    """Hopper-v5 PPO on envpool against rl_games 1.6.5 (an optional section: ``pip install rl-games==1.6.5``):
+    whole-process seconds for the same env-step budget, rlcli with rl_games' settings and with its own
+    entry, rl_games with its shipped hopper_envpool.yaml."""
+    section, budget = Section("hopper-rlgames"), ctx.budgets.rlgames_steps
+    for seed in ctx.seeds:
+        measure(ctx, section, "time same", "rlcli", seed, "process_seconds", "s",
+                lambda seed=seed: run_rlcli_train("Hopper-v5", seed, budget, RLCLI_RLGAMES_HOPPER))
+        measure(ctx, section, "time", "rl_games", seed, "process_seconds", "s",
+                lambda seed=seed: run_worker("rlgames-hopper", seed, env="Hopper-v5", steps=budget))
+        measure(ctx, section, "time tuned", "rlcli", seed, "process_seconds", "s",
+                lambda seed=seed: run_rlcli_train("Hopper-v5", seed, budget))
+    theirs = values(section, "time", "rl_games")
+    section.rows += [
+        Row(f"Hopper-v5 PPO on envpool, rl_games' hopper_envpool.yaml settings: whole-process seconds for "
+            f"{budget:,} steps", "s", values(section, "time same", "rlcli"), theirs, Goal("<=", 1 / 1.5),
+            sb3_note="rl_games 1.6.5"),
+        Row("the same, rlcli with its own mujoco-group entry", "s", values(section, "time tuned", "rlcli"), theirs,
+            sb3_note="rl_games 1.6.5"),
+    ]
+    return section
+
+
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "cartpole": bench_cartpole,
     "hopper-ppo": bench_hopper_ppo,
@@ -1194,7 +1277,9 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "masked": bench_masked,
     "recurrent": bench_recurrent,
     "multiagent": bench_multiagent,
+    "hopper-rlgames": bench_hopper_rlgames,
 }
+OPTIONAL_SECTIONS = ("hopper-rlgames",)  # its peer is no dependency of the [peers] extra: run with --only
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1218,7 +1303,8 @@ def machine() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
                 break
     versions = {}
-    for package in ("rlcli", "torch", "stable-baselines3", "envpool", "gymnasium", "mujoco", "ale-py"):
+    for package in ("rlcli", "torch", "stable-baselines3", "rl-games", "envpool", "gymnasium", "mujoco",
+                    "ale-py"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -1233,15 +1319,15 @@ def render(sections: list[Section], info: dict[str, Any], repeats: int, quick: b
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     load = info["load_average_1min"]
     lines = [
-        f"## rlcli vs Stable-Baselines3{' (--quick: smoke run, figures meaningless)' if quick else ''}",
+        f"## rlcli vs its peers{' (--quick: smoke run, figures meaningless)' if quick else ''}",
         "",
         f"{info['cpu']}, {info['cores']} cores; Python {info['python']}; {versions}.",
         f"Median of {repeats} repeat(s)"
         + (f" (CartPole's time to 475: {cartpole_repeats} seeds)" if cartpole_repeats not in (None, repeats) else "")
-        + ", each in a fresh process; ratio = rlcli / SB3."
+        + ", each in a fresh process; ratio = rlcli / peer (SB3 unless the cell names another)."
         + (f" Load average when the run started: {load:.2f}." if load is not None else ""),
         "",
-        "| measurement | rlcli | SB3 | ratio | goal | met? |",
+        "| measurement | rlcli | peer | ratio | goal | met? |",
         "| --- | ---: | ---: | ---: | --- | --- |",
     ]
     for section in sections:
@@ -1279,7 +1365,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cartpole-repeats", type=int, default=10,
                         help="seeds for CartPole's time to 475, which varies 3-fold from seed to seed "
                              "(its env-alone rows keep --repeats); --quick uses --repeats")
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--only", default=",".join(name for name in SECTIONS if name not in OPTIONAL_SECTIONS),
+                        help=f"comma-separated sections: {', '.join(SECTIONS)} (by default all but "
+                             f"{', '.join(OPTIONAL_SECTIONS)})")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke run whose figures mean nothing")
     parser.add_argument("--json", type=Path, help="write every raw result here")
     parser.add_argument("--markdown", type=Path, help="write the tables here too")

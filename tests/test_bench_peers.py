@@ -104,3 +104,18 @@ def test_cartpole_times_whole_processes_until_the_budget_or_the_score(report):
         result = run["result"]
         assert result["reached"] or result["steps"] >= budget, (side, result)
         assert run["value"] > 0
+
+
+def test_the_rl_games_section_runs_both_libraries_on_the_same_budget(tmp_path):
+    pytest.importorskip("rl_games")  # an optional peer: pip install rl-games==1.6.5
+    proc = subprocess.run(
+        [sys.executable, "scripts/bench_peers.py", "--only", "hopper-rlgames", "--quick", "--repeats", "1",
+         "--json", str(tmp_path / "bench.json")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (section,) = json.loads((tmp_path / "bench.json").read_text())["sections"]
+    assert section["name"] == "hopper-rlgames" and section["error"] is None
+    for measurement, side in (("time same", "rlcli"), ("time", "rl_games"), ("time tuned", "rlcli")):
+        (run,) = runs(section, measurement, side)
+        assert run["value"] > 0 and run["result"]["steps"] >= 4096, run
+        assert (run["result"]["backend"], run["result"]["n_envs"]) == ("envpool", 64), run
+    assert not list(REPO.glob("runs/Hopper-v4_envpool*")), "rl_games wrote into the repository"

@@ -188,3 +188,17 @@ def test_more_bad_input(args, expected, tmp_path):
     extra = ["-p", "normalize_obs=true"] if "cnn" in str(args) else []
     result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(tmp_path / "r"), *args, *extra])
     assert result.exit_code == 2 and expected in result.output, result.output
+
+
+def test_hyperparams_shows_each_value_its_source_and_meaning():
+    result = runner.invoke(app, ["hyperparams", "Hopper-v5", "--algo", "ppo", "--n-envs", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    rows = {row["key"]: row for row in shown["hyperparameters"]}
+    assert (shown["env"], shown["algo"]) == ("Hopper-v5", "ppo")
+    assert rows["n_envs"] == {"key": "n_envs", "value": 8, "source": "-p", "description": "Envs stepped in parallel."}
+    assert (rows["minibatch_size"]["value"], rows["minibatch_size"]["source"]) == (256, "fitted")
+    table = runner.invoke(app, ["hyperparams", "Hopper-v5"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "group mujoco" in table.output and "Discount factor." in table.output
+    bad = runner.invoke(app, ["hyperparams", "Hopper-v5", "-p", "gama=0.9"])
+    assert bad.exit_code == 2 and "gamma" in bad.output

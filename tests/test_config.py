@@ -9,6 +9,7 @@ from rlcli.algos.ppo import PPOConfig
 from rlcli.config import (
     Schedule,
     build_algo_config,
+    deep_merge,
     hyperparams_dir,
     hyperparams_for,
     parse_overrides,
@@ -99,3 +100,50 @@ def test_run_config_round_trips_either_algorithm_through_yaml():
     for algo in ("ppo", "sac"):
         cfg = resolve(algo, "Pendulum-v1")
         assert RunConfig.model_validate(yaml.safe_load(dump_config(cfg))) == cfg
+
+
+@pytest.mark.parametrize(("entry", "chosen", "expected"), [
+    # Hopper's mujoco group: 64 x 64 in 2 minibatches of 2,048; 8 envs keep 2 minibatches of 256
+    ({"n_envs": 64, "n_steps": 64, "minibatch_size": 2048}, {"n_envs": 8}, 256),
+    ({"n_envs": 64, "n_steps": 64, "minibatch_size": 2048}, {"n_steps": 16}, 512),
+    # a minibatch size the user sets is theirs, and nothing follows a rollout left as it was
+    ({"n_envs": 64, "n_steps": 64, "minibatch_size": 2048}, {"n_envs": 8, "minibatch_size": 64}, 64),
+    ({"n_envs": 64, "n_steps": 64, "minibatch_size": 2048}, {"gamma": 0.9}, 2048),
+    # the built-in defaults (8 x 128 in 4 minibatches of 256) where the entry names none
+    ({}, {"n_envs": 2}, 64),
+    # a recurrent policy's minibatches stay whole env sequences: 16 envs in 4 -> 6 envs in 4 of 1 env each
+    ({"n_envs": 16, "n_steps": 32, "minibatch_size": 128, "network": {"recurrent": "lstm"}}, {"n_envs": 6}, 32),
+])
+def test_a_changed_rollout_keeps_the_entrys_minibatch_count(entry, chosen, expected):
+    from rlcli.algos.ppo import fit_minibatches
+
+    values = fit_minibatches(entry, chosen, deep_merge(entry, chosen))
+    assert values["minibatch_size"] == expected
+
+
+def test_n_envs_fits_any_entry_and_the_refusal_names_the_fix():
+    cfg = resolve("ppo", "Ant-v5", overrides={"n_envs": 8})
+    assert (cfg.algo.n_envs, cfg.algo.n_steps, cfg.algo.minibatch_size) == (8, 64, 256)
+    with pytest.raises(UsageError) as refused:
+        resolve("ppo", "Ant-v5", overrides={"n_envs": 8, "minibatch_size": 1024})
+    assert str(refused.value) == ("inconsistent settings: minibatch_size=1024 exceeds the rollout size "
+                                  "n_envs*n_steps=512 (8*64); lower minibatch_size to at most 512 or raise n_envs "
+                                  "or n_steps")
+
+
+def test_explain_names_where_each_hyperparameter_came_from(tmp_path):
+    from rlcli.algos import explain
+
+    (tmp_path / "mine.yml").write_text("gamma: 0.98\n")
+    cfg, settings = explain("ppo", "Hopper-v5", config_file=tmp_path / "mine.yml",
+                            overrides={"n_envs": 8, "network": {"hidden": [32]}})
+    by_key = {s.key: s for s in settings}
+    assert by_key["n_envs"].source == "-p"
+    assert (by_key["gamma"].value, by_key["gamma"].source) == (0.98, f"--config {tmp_path / 'mine.yml'}")
+    assert (by_key["network.hidden"].value, by_key["network.hidden"].source) == ([32], "-p")
+    assert (by_key["minibatch_size"].value, by_key["minibatch_size"].source) == (256, "fitted")
+    assert by_key["n_epochs"].source == "group mujoco" and by_key["adam_eps"].source == "default"
+    assert by_key["network.recurrent"].source == "built-in"
+    assert set(by_key) >= {f"network.{k}" for k in ("trunk", "hidden", "activation")}
+    assert all(s.description for s in settings), [s.key for s in settings if not s.description]
+    assert cfg.algo.minibatch_size == 256

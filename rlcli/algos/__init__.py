@@ -5,7 +5,7 @@ space and thread policy), one ``register`` line here and a ``hyperparams/NAME.ym
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -20,7 +20,10 @@ from rlcli.config import (
     config_source,
     deep_merge,
     describe_validation_error,
+    field_description,
+    flatten,
     hyperparams_for,
+    hyperparams_layers,
     load_yaml,
     register_algo_config,
     split_env_sections,
@@ -56,10 +59,13 @@ def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | 
     import_env_module(env_module)
     env_id = resolve_env_id(env_id)[0]
     resolve_backend(env_id, backend)  # an unknown id fails here, with close matches
-    values = hyperparams_for(algo, env_id, env_group(env_id))
-    if config_file is not None:
-        values = deep_merge(values, load_yaml(config_source(Path(config_file))))
-    values = deep_merge(values, overrides or {})
+    entry = hyperparams_for(algo, env_id, env_group(env_id))
+    chosen = load_yaml(config_source(Path(config_file))) if config_file is not None else {}
+    chosen = deep_merge(chosen, overrides or {})
+    values = deep_merge(entry, chosen)
+    fit = spec_for(algo).fit
+    if fit is not None:
+        values = fit(entry, chosen, values)
     values, sections = split_env_sections(values)
     algo_cfg = build_algo_config(algo, values)
     every = eval_every if eval_every is not None else max(algo_cfg.steps // 20, 1)
@@ -71,7 +77,46 @@ def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | 
         raise UsageError(describe_validation_error(e, RunConfig)) from None
 
 
+class Setting(NamedTuple):
+    """One hyperparameter of a resolved run: its dotted key, value, where it came from, and what it is."""
+
+    key: str
+    value: Any
+    source: str  # "default", "group NAME", "entry ENV", "--config FILE", "-p", "fitted", "built-in"
+    description: str
+
+
+def explain(algo: str, env_id: str, *, env_module: str | None = None, config_file: Path | None = None,
+            overrides: dict[str, Any] | None = None) -> tuple[RunConfig, list[Setting]]:
+    """The run ``resolve`` makes of these, and each of its hyperparameters (and env keywords) with the last
+    layer that set it: a part of hyperparams/ALGO.yml, the ``--config`` file, ``-p`` (and the command's
+    options), "fitted" where it follows another setting (``AlgoSpec.fit``), "built-in" for the model's
+    own default."""
+    cfg = resolve(algo, env_id, env_module=env_module, config_file=config_file, overrides=overrides)
+    layers = hyperparams_layers(algo, cfg.env.id, env_group(cfg.env.id))
+    if config_file is not None:
+        layers.append((f"--config {config_file}", load_yaml(config_source(Path(config_file)))))
+    if overrides:
+        layers.append(("-p", overrides))
+    merged: dict[str, Any] = {}
+    for _, values in layers:
+        merged = deep_merge(merged, values)
+    unfitted = flatten(merged)
+    flat_layers = [(name, flatten(values)) for name, values in reversed(layers)]
+
+    def source(key: str, value: Any) -> str:
+        name = next((name for name, flat in flat_layers if key in flat), "built-in")
+        return "fitted" if name != "built-in" and unfitted[key] != value else name
+
+    algo_values = flatten(cfg.algo.model_dump(mode="json"))
+    settings = [Setting(key, value, source(key, value), field_description(type(cfg.algo), key))
+                for key, value in algo_values.items()]
+    settings += [Setting(f"env_kwargs.{key}", value, source(f"env_kwargs.{key}", value), "A keyword of the env")
+                 for key, value in cfg.env.kwargs.items()]
+    return cfg, settings
+
+
 register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_spaces, ppo.thread_plan,
-                  ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True, distributed=True))
+                  ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True, distributed=True, fit=ppo.fit_minibatches))
 register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))

@@ -160,3 +160,6 @@ class AlgoSpec:
     # whether it learns across several processes (``rlcli train --nproc``): its agent then takes a ``world``
     # keyword (rlcli.distributed.world.World); one that does not trains in one process
     distributed: bool = False
+    # (the entry's values, what the user set over them, the merged values) -> the merged values with what
+    # depends on a changed setting made to follow it (PPO's minibatch size a changed rollout)
+    fit: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None

@@ -45,29 +45,53 @@ class PPOConfig(AlgoConfig):
     """PPO hyperparameters; one rollout is ``n_envs * n_steps`` env steps."""
 
     algo: Literal["ppo"] = "ppo"
+    """The algorithm."""
     steps: Annotated[int, Field(gt=0)] = 1_000_000
+    """Env steps to train for, over all envs."""
     n_envs: Annotated[int, Field(gt=0)] = 8
+    """Envs stepped in parallel."""
     n_steps: Annotated[int, Field(gt=0)] = 128
+    """Steps each env takes per rollout: a rollout is n_envs * n_steps env steps."""
     minibatch_size: Annotated[int, Field(gt=0)] = 256
+    """Rows per gradient step (whole env sequences for a recurrent policy)."""
     n_epochs: Annotated[int, Field(gt=0)] = 10
+    """Passes over each rollout."""
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
     gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.95
+    """GAE's lambda: the bias-variance trade-off of the advantages."""
     learning_rate: Annotated[float, Field(gt=0)] = 3e-4
+    """Adam's learning rate (the start of a schedule)."""
     lr_schedule: Schedule = Schedule.linear
-    kl_target: Annotated[float, Field(gt=0)] = 0.008  # used by the adaptive_kl schedule
+    """constant, linear to zero, or adaptive_kl (rl_games': /1.5 above twice kl_target, x1.5 below half)."""
+    kl_target: Annotated[float, Field(gt=0)] = 0.008
+    """The KL per epoch the adaptive_kl schedule aims at."""
     clip_range: Annotated[float, Field(gt=0)] = 0.2
+    """PPO's ratio clipping."""
     clip_range_schedule: Literal["constant", "linear"] = "constant"
-    clip_value: Annotated[float, Field(gt=0)] | None = None  # value-loss clipping range; None disables
+    """constant, or linear to zero."""
+    clip_value: Annotated[float, Field(gt=0)] | None = None
+    """Value-loss clipping range (PPO2's); none disables it."""
     ent_coef: Annotated[float, Field(ge=0)] = 0.0
+    """Weight of the entropy bonus."""
     vf_coef: Annotated[float, Field(ge=0)] = 0.5
+    """Weight of the value loss."""
     max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    """Gradients clipped to this global norm."""
     adam_eps: Annotated[float, Field(gt=0)] = 1e-5
+    """Adam's epsilon."""
     normalize_advantage: bool = True
+    """Advantages standardised per minibatch."""
     normalize_obs: bool = False
+    """Observations standardised by running statistics (saved with the run)."""
     normalize_reward: bool = False
+    """Rewards scaled by the running standard deviation of the discounted return."""
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    """Normalised observations clipped to +- this."""
     network: NetworkConfig = NetworkConfig()
+    """The actor-critic network."""
     precision: Precision = "fp32"
+    """Arithmetic of the training passes: fp32, or bf16 hidden layers under autocast."""
 
     @property
     def batch_size(self) -> int:
@@ -112,6 +136,28 @@ SEARCH_SPACE: dict[str, Any] = {
 # fields whose valid values depend on one another's (the config's cross-field checks): a search space
 # is checked in every combination of the parameters that set them
 COUPLED = ("n_envs", "n_steps", "minibatch_size", "normalize_obs", "network.trunk", "network.recurrent")
+
+
+def fit_minibatches(entry: dict[str, Any], chosen: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (``chosen`` over the ``entry``) with the entry's number of minibatches kept where the user
+    changed the rollout (``n_envs`` or ``n_steps``) but set no ``minibatch_size``, as rl_games'
+    ``minibatch_size_per_env`` does: ``--n-envs 8`` on a 64-env entry of 2 minibatches trains on 2
+    minibatches of a 512-step rollout. A recurrent policy's minibatches stay whole env sequences."""
+    if "minibatch_size" in chosen or not {"n_envs", "n_steps"} & set(chosen):
+        return values
+    fields = PPOConfig.model_fields
+
+    def value(source: dict[str, Any], name: str) -> int:
+        return int(source.get(name, fields[name].default))
+
+    entry_rollout = value(entry, "n_envs") * value(entry, "n_steps")
+    count = max(round(entry_rollout / value(entry, "minibatch_size")), 1)
+    n_envs, n_steps = value(values, "n_envs"), value(values, "n_steps")
+    if (values.get("network") or {}).get("recurrent"):
+        size = max(n_envs // count, 1) * n_steps
+    else:
+        size = max(n_envs * n_steps // count, 1)
+    return {**values, "minibatch_size": size}
 
 
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:

@@ -148,17 +148,6 @@ def nest(key: str, value: Any) -> dict[str, Any]:
     return node
 
 
-def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The inverse of nesting: ``{"network": {"hidden": v}}`` -> ``{"network.hidden": v}``."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------
 
 

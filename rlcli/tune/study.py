@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from rlcli import interrupts, workers
+from rlcli.config import flatten
 from rlcli.errors import UsageError
 from rlcli.tune.objective import TrialFailed, objective
-from rlcli.tune.space import flatten
 from rlcli.tune.spec import PRUNERS, SAMPLERS, TuneSpec
 from rlcli.tune.storage import (
     GRACE_S,
