@@ -33,7 +33,7 @@ class Frozen(BaseModel):
 # with bf16 instructions (AVX512-BF16, AMX) and on recent GPUs; output layers, losses, weights and
 # optimiser state stay float32. Evaluation, play and export always run float32.
 Precision = Literal["fp32", "bf16"]
-# torch.compile of the acting and update steps: "on", "off", or "auto" (rlcli.compiling says when)
+# torch.compile of the acting and update steps: "on", "off", or "auto" (rlcli.training.compiling says when)
 Compile = Literal["off", "on", "auto"]
 
 
@@ -186,7 +186,7 @@ class RunConfig(Frozen):
     algo: SerializeAsAny[AlgoConfig]
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # torch intra-op threads; None chooses per algorithm (rlcli.agents.thread_plan)
+    # torch intra-op threads; None chooses per algorithm (rlcli.training.agents.thread_plan)
     torch_threads: Annotated[int, Field(gt=0)] | None = None
     env_threads: Annotated[int, Field(gt=0)] | None = None  # envpool worker threads; None: envpool's default
     eval: EvalConfig = EvalConfig()

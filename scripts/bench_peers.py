@@ -216,7 +216,7 @@ class RlcliClock:
         self.start = time.perf_counter()
         self.first: tuple[int, float] | None = None  # (step, time) of the first callback: the first update's end
 
-    def __call__(self, state: Any) -> bool:  # state: rlcli.train.TrainState
+    def __call__(self, state: Any) -> bool:  # state: rlcli.training.train.TrainState
         now = time.perf_counter()
         if self.first is None:
             self.first = (state.step, now)
@@ -249,7 +249,7 @@ def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
 def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
     """Torch threads: the configured value (None = rlcli chooses), the count seen in a callback (acting),
     and the update's count where this rlcli resolves acting and updating threads separately."""
-    from rlcli.agents import thread_plan
+    from rlcli.training.agents import thread_plan
 
     update = thread_plan(cfg).updating
     return {"torch_threads_config": cfg.torch_threads, "torch_threads": observed, "torch_threads_update": update}
@@ -266,7 +266,7 @@ def rlcli_timed_train(cfg: Any, marks: Sequence[int]) -> tuple[RlcliClock, str]:
     import torch.utils.tensorboard  # noqa: F401
 
     from rlcli.envs.registry import resolve_backend
-    from rlcli.train import train
+    from rlcli.training.train import train
 
     algo = cfg.algo
     iteration = algo.batch_size if algo.algo == "ppo" else math.ceil(algo.log_every / algo.n_envs) * algo.n_envs

@@ -27,9 +27,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcli.agents import build_agent
 from rlcli.algos import resolve
-from rlcli.buffers import ReplayBatch, RolloutBuffer
+from rlcli.training.agents import build_agent
+from rlcli.training.buffers import ReplayBatch, RolloutBuffer
 
 CASES = {
     "sac-hopper": ("sac", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),

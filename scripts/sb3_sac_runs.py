@@ -13,7 +13,7 @@ correction, SB3's clamp and 1e-6; see tests/algos/test_sac_vs_sb3.py).
 
 Training: SB3's own loop on its ``make_vec_env`` (gymnasium, DummyVecEnv, env i seeded ``seed + i``), one
 torch thread (``--threads``). Evaluation: rlcli's own code and env, the one ``rlcli train`` evaluates on
-(``rlcli.evaluation.evaluate`` on ``min(PERIODIC_EVAL_ENVS, episodes)`` envs of the run's backend,
+(``rlcli.training.evaluation.evaluate`` on ``min(PERIODIC_EVAL_ENVS, episodes)`` envs of the run's backend,
 envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh of the mean), every
 ``--eval-every`` env steps after that step's gradient step, and at the end.
 
@@ -46,7 +46,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlcli import checkpoint
 from rlcli.algos import resolve
 from rlcli.algos.sac import SACConfig
 from rlcli.benchmark.report import _finished, _table, compare, mean_curve, plot_curves
@@ -54,11 +53,12 @@ from rlcli.benchmark.results import RunResult, load_results, write_results
 from rlcli.config import RunConfig, parse_overrides
 from rlcli.envs.registry import gymnasium_name, resolve_backend
 from rlcli.errors import UsageError
-from rlcli.evaluation import EvalResult, evaluate
+from rlcli.runs import checkpoint
+from rlcli.training.evaluation import EvalResult, evaluate
 
 RUNS = "sb3_runs"
 PARTIAL = "partial"
-EVAL_SEED_OFFSET = 1_000_003  # rlcli.train.set_up seeds its periodic evaluation env with cfg.seed + this
+EVAL_SEED_OFFSET = 1_000_003  # rlcli.training.train.set_up seeds its periodic evaluation env with cfg.seed + this
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
@@ -132,7 +132,7 @@ class SB3Policy(nn.Module):
 
 
 class SB3Agent:
-    """What ``rlcli.evaluation.evaluate`` reads of an agent: its device and its policy."""
+    """What ``rlcli.training.evaluation.evaluate`` reads of an agent: its device and its policy."""
 
     device = torch.device("cpu")
 
@@ -145,8 +145,8 @@ class SB3Agent:
 
 def evaluation_env(cfg: RunConfig) -> Any:
     """The env ``rlcli train`` evaluates this run on: its backend, its number of envs, its seed."""
-    from rlcli.agents import make_env
-    from rlcli.train import PERIODIC_EVAL_ENVS
+    from rlcli.training.agents import make_env
+    from rlcli.training.train import PERIODIC_EVAL_ENVS
 
     return make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + EVAL_SEED_OFFSET)
 

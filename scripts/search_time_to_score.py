@@ -58,7 +58,7 @@ def time_to_score(env_id: str, overrides: dict[str, Any], seed: int, score: floa
     """(seconds from the call to train() to the evaluation that reached ``score``, env steps, reached).
     The schedules run over ``budget`` steps, as in the benchmark; training stops at ``cap`` steps."""
     from rlcli.algos import resolve
-    from rlcli.train import train
+    from rlcli.training.train import train
 
     cfg = resolve("ppo", env_id, overrides={**overrides, "steps": budget}, seed=seed, torch_threads=1,
                   eval_every=every, stop_at=score)

@@ -3,7 +3,7 @@
 Writes ``zoo/NAME/`` with what acting needs: the run's ``config.yaml``, the weights (its final model, or with
 ``--best`` those of its best periodic evaluation), ``meta.json`` with a note saying which, and ``eval.json``
 whose ``latest`` entry is a fresh evaluation of the shipped weights, made as the run's periodic evaluations
-are (``rlcli.evaluation.evaluate_run``: N episodes, or for a turn-based game N games from each seat against
+are (``rlcli.training.evaluation.evaluate_run``: N episodes, or for a turn-based game N games from each seat against
 each of its evaluation opponents, with the win, draw and loss rates), beside the run's own history.
 """
 
@@ -14,11 +14,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from rlcli.agents import agent_from_run, make_env, resolve_device
-from rlcli.checkpoint import write_json
-from rlcli.evaluation import evaluate_run
-from rlcli.rundir import RunDir
-from rlcli.train import PERIODIC_EVAL_ENVS
+from rlcli.runs.checkpoint import write_json
+from rlcli.runs.rundir import RunDir
+from rlcli.training.agents import agent_from_run, make_env, resolve_device
+from rlcli.training.evaluation import evaluate_run
+from rlcli.training.train import PERIODIC_EVAL_ENVS
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import torch
 
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.envs import make_vec_env
-from rlcli.grouped import GroupedActorCritic
+from rlcli.nets.grouped import GroupedActorCritic
 
 pytest.importorskip("mpe2")
 SPEAKER_LISTENER = "mpe2.simple_speaker_listener_v4"
@@ -58,8 +58,8 @@ def test_groups_act_within_their_own_actions_read_only_their_own_inputs_and_repl
 
 
 def test_a_grouped_agent_learns_through_the_one_ppo_update(env):
-    from rlcli.learners import OnPolicyLearner
-    from rlcli.threads import ThreadPlan
+    from rlcli.training.learners import OnPolicyLearner
+    from rlcli.training.threads import ThreadPlan
 
     torch.manual_seed(0)
     cfg = PPOConfig(n_steps=25, minibatch_size=100, n_epochs=2, n_envs=4)
@@ -73,7 +73,7 @@ def test_a_grouped_agent_learns_through_the_one_ppo_update(env):
 
 
 def test_random_play_keeps_each_agent_within_its_own_actions():
-    from rlcli.scores import random_policy_return
+    from rlcli.benchmark.scores import random_policy_return
 
     mean, std = random_policy_return(SPEAKER_LISTENER, episodes=3)
     assert np.isfinite(mean) and mean < 0 and std >= 0

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlcli.cli import app
-from rlcli.rundir import zoo_dir
+from rlcli.runs.rundir import zoo_dir
 
 runner = CliRunner()
 QUICK = ["--steps", "1024", "--eval-episodes", "1", "--backend", "gymnasium", "-p", "n_envs=2", "-p", "n_steps=64",
@@ -166,7 +166,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path, ctrl_c):
 
 
 def test_a_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_over(run, tmp_path):
-    from rlcli.runlock import LOCK, RunLock
+    from rlcli.runs.lock import LOCK, RunLock
 
     copy = _damaged_copy(run, tmp_path, "metrics.csv", (run / "metrics.csv").read_bytes())  # a run of its own
     steps = str(json.loads((copy / "meta.json").read_text())["steps"] + 128)
@@ -192,7 +192,7 @@ def test_tune_on_a_gpu_that_is_not_there_is_refused_before_any_trial(tmp_path):
 def test_a_run_killed_at_random_points_always_loads_and_resumes(run, tmp_path):
     """SIGKILL, 20 times, at random moments of a resumed run (set-up, iterations, evaluations, saves): the
     directory always opens with a whole checkpoint, and the next resume goes on from it."""
-    from rlcli.rundir import RunDir
+    from rlcli.runs.rundir import RunDir
 
     copy = _damaged_copy(run, tmp_path, "metrics.csv", (run / "metrics.csv").read_bytes())
     rng = __import__("random").Random(0)

@@ -17,9 +17,9 @@ from waiting import wait_for
 
 from rlcli.benchmark import RunSpec, TrainOptions, load_suites
 from rlcli.benchmark.execute import result_settings, train_command
+from rlcli.benchmark.scores import normalization_for, published_for
 from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
-from rlcli.scores import normalization_for, published_for
 
 pytestmark = pytest.mark.long(seconds=150)
 
@@ -342,7 +342,7 @@ def test_a_hangup_stops_the_runs_and_a_second_ctrl_c_terminates_a_stuck_one(tmp_
 
 
 def test_a_ray_task_stops_its_run_with_a_checkpoint_at_each_level(tmp_path):
-    from rlcli.workers import Job, run_until_stopped
+    from rlcli.jobs.workers import Job, run_until_stopped
 
     script = tmp_path / "run.py"
     script.write_text("import signal, sys, time\n"

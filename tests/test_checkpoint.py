@@ -8,12 +8,12 @@ import pytest
 import safetensors.torch
 import torch
 
-from rlcli import checkpoint
-from rlcli.agents import agent_from_run, build_agent, make_env
 from rlcli.algos.ppo import PPOConfig
 from rlcli.config import EnvConfig, RunConfig
 from rlcli.errors import CheckpointError, StorageError
-from rlcli.rundir import RunDir, load_config
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import RunDir, load_config
+from rlcli.training.agents import agent_from_run, build_agent, make_env
 
 CFG = RunConfig(env=EnvConfig(id="Pendulum-v1", backend="gymnasium"),
                 algo=PPOConfig(n_envs=2, n_steps=16, minibatch_size=16, normalize_obs=True))
@@ -115,7 +115,7 @@ def test_optimizer_state_that_does_not_fit_is_a_checkpoint_error():
     import gymnasium as gym
 
     from rlcli.algos.ppo import PPO, PPOConfig
-    from rlcli.checkpoint import CheckpointError, load_optimizer_tensors, optimizer_tensors
+    from rlcli.runs.checkpoint import CheckpointError, load_optimizer_tensors, optimizer_tensors
 
     small = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))
     wide = PPO(PPOConfig(), gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(2), 1, torch.device("cpu"))

@@ -14,15 +14,15 @@ from test_masks import masked_net, rows
 from test_resume_exact import FEED_FORWARD, ITERATION, _assert_same_run, _cfg, _interrupt_at, _interrupted_then_resumed
 from typer.testing import CliRunner
 
-from rlcli.agents import build_agent, make_env, resolve_device
 from rlcli.algos import resolve
-from rlcli.buffers import ReplayBatch
 from rlcli.cli import app
-from rlcli.compiling import GraphedStep
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.envs.masked import LENGTH
-from rlcli.learners import RolloutCollector
-from rlcli.train import train
+from rlcli.training.agents import build_agent, make_env, resolve_device
+from rlcli.training.buffers import ReplayBatch
+from rlcli.training.compiling import GraphedStep
+from rlcli.training.learners import RolloutCollector
+from rlcli.training.train import train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 

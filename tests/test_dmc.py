@@ -7,7 +7,7 @@ import pytest
 
 from rlcli.algos import resolve
 from rlcli.envs.registry import env_group
-from rlcli.train import train
+from rlcli.training.train import train
 
 pytest.importorskip("envpool")
 

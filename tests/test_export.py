@@ -13,13 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli.agents import agent_from_run, make_env
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
 from rlcli.config import NetworkConfig
-from rlcli.export import TOLERANCE, _export_onnx, _export_torchscript, compare, export_policy, policy_module
-from rlcli.rundir import RunDir
-from rlcli.runs import resolve_run, zoo_agents
+from rlcli.runs.names import resolve_run, zoo_agents
+from rlcli.runs.rundir import RunDir
+from rlcli.share.export import TOLERANCE, _export_onnx, _export_torchscript, compare, export_policy, policy_module
+from rlcli.training.agents import agent_from_run, make_env
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -155,7 +155,7 @@ def test_cli_prints_the_parity_and_writes_beside_the_run(runs):
 def test_a_run_that_cannot_be_written_exports_into_the_working_directory(runs, tmp_path, monkeypatch):
     import os
 
-    from rlcli.export import default_out
+    from rlcli.share.export import default_out
 
     run = runs("ppo-cartpole")
     assert default_out(run, "torchscript") == run / "export" / "policy.pt"
@@ -168,7 +168,7 @@ def test_a_run_that_cannot_be_written_exports_into_the_working_directory(runs, t
 
 
 def test_a_failed_check_is_one_line_exit_2_and_writes_nothing(runs, tmp_path, monkeypatch):
-    monkeypatch.setattr("rlcli.export.TOLERANCE", -1.0)  # no file can pass
+    monkeypatch.setattr("rlcli.share.export.TOLERANCE", -1.0)  # no file can pass
     out = tmp_path / "p.pt"
     result = runner.invoke(app, ["export", str(runs("ppo-cartpole")), "-f", "torchscript", "-o", str(out)])
     assert result.exit_code == 2

@@ -10,10 +10,10 @@ from torch import nn
 
 from rlcli.config import MultiAgentConfig, SelfPlayConfig
 from rlcli.envs import make_vec_env
+from rlcli.envs.games import ConnectFour, TicTacToe, connect_four_wins
 from rlcli.envs.seats import FixedOpponents, RandomOpponent
 from rlcli.errors import UsageError
 from rlcli.selfplay.elo import expected_score, game_score, updated
-from rlcli.selfplay.games import ConnectFour, TicTacToe, connect_four_wins
 from rlcli.selfplay.pool import OpponentPool
 
 pytest.importorskip("pettingzoo.classic")
@@ -280,7 +280,7 @@ def test_agents_that_leave_read_as_ended_until_the_env_resets_and_the_team_retur
     import types
 
     from rlcli.envs.parallel import ParallelVecEnv
-    from rlcli.learners import EpisodeTracker
+    from rlcli.training.learners import EpisodeTracker
 
     module = types.SimpleNamespace(parallel_env=Leaving)
     env = ParallelVecEnv("leaving_v0", module, 1, 0, {}, MultiAgentConfig())

@@ -7,8 +7,8 @@ import imageio.v2 as imageio
 import pytest
 from typer.testing import CliRunner
 
-from rlcli.checkpoint import load_tensors
 from rlcli.cli import app
+from rlcli.runs.checkpoint import load_tensors
 
 pytest.importorskip("pettingzoo.classic")
 runner = CliRunner()
@@ -113,8 +113,8 @@ def test_a_particle_world_trains_and_reports_team_and_agent_returns(tmp_path):
     assert {"charts/episode_return/agent_0", "charts/episode_return/agent_2"} <= set(header)
     config = (path / "config.yaml").read_text()
     assert "state: false" in config
-    from rlcli.agents import make_env
-    from rlcli.rundir import RunDir
+    from rlcli.runs.rundir import RunDir
+    from rlcli.training.agents import make_env
 
     env = make_env(RunDir.open(path).cfg, 1, 0)
     assert env.obs_layout is None and env.single_observation_space.shape == (18,)  # IPPO: no state columns
@@ -125,7 +125,7 @@ def test_a_particle_world_trains_and_reports_team_and_agent_returns(tmp_path):
 
 
 def test_a_published_game_card_shows_rates_per_opponent_and_seat_and_the_rating(game_run, tmp_path):
-    from rlcli.hub import build_folder
+    from rlcli.share.hub import build_folder
 
     built = build_folder(game_run, "someone/ttt", tmp_path / "folder", episodes=4, video=False)
     results = built.results

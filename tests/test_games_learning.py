@@ -6,9 +6,9 @@ import os
 import pytest
 
 from rlcli.algos import resolve
-from rlcli.evaluation import match
-from rlcli.rundir import RunDir
-from rlcli.train import train
+from rlcli.runs.rundir import RunDir
+from rlcli.training.evaluation import match
+from rlcli.training.train import train
 
 pytestmark = pytest.mark.long(seconds=450)
 

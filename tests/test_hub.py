@@ -12,9 +12,9 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from rlcli import hub
 from rlcli.cli import app
-from rlcli.rundir import RunDir, cached_repo_id, load_config
+from rlcli.runs.rundir import RunDir, cached_repo_id, load_config
+from rlcli.share import hub
 
 pytest.importorskip("huggingface_hub")
 pytest.importorskip("onnxruntime")
@@ -132,7 +132,7 @@ def test_published_replay_is_a_real_video(published, tmp_path):
 
 
 def _actions(run: Path, obs: np.ndarray) -> np.ndarray:
-    from rlcli.agents import agent_from_run, make_env, resolve_device
+    from rlcli.training.agents import agent_from_run, make_env, resolve_device
 
     loaded = RunDir.open(run)
     env = make_env(loaded.cfg, 1, 0)
@@ -321,8 +321,8 @@ def _dry_run(run: str, *args: str, repo: str = REPO):
 
 
 def test_a_failed_or_interrupted_build_leaves_the_folder_as_it_was(run_dir, tmp_path, hub_env, monkeypatch):
-    from rlcli import export
     from rlcli.errors import UsageError
+    from rlcli.share import export
 
     hub_env("http://127.0.0.1:9", None)
     real_export = export.export_policy

@@ -92,7 +92,7 @@ def import_graph(package_dir: Path) -> Graph:
     """Which package module imports which, with the file and line of the first import of each pair.
 
     Importing ``p.q.m`` first executes ``p/__init__`` and ``p/q/__init__``; that is a real load-order edge
-    from the importer to those packages (``rlcli.export -> rlcli.envs`` when it imports
+    from the importer to those packages (``rlcli.share.export -> rlcli.envs`` when it imports
     ``rlcli.envs.atari``), and is counted. It is dropped only where the package is an ancestor of the
     importer: Python starts an ancestor's ``__init__`` before the importer's body runs, so it adds no
     dependency, and counting it would report ``rlcli.envs -> rlcli.envs.gymnasium_backend -> rlcli.envs``

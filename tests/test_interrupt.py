@@ -10,9 +10,9 @@ import sys
 import pytest
 from waiting import wait_for
 
-from rlcli import interrupts
 from rlcli.algos import resolve
-from rlcli.train import TrainingInterrupted, TrainState, train
+from rlcli.jobs import interrupts
+from rlcli.training.train import TrainingInterrupted, TrainState, train
 
 CMD = [sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--steps", "2000000", "--n-envs", "4",
        "-p", "n_steps=64", "-p", "minibatch_size=256", "--eval-every", "0"]
@@ -133,7 +133,7 @@ def test_an_interrupt_inside_a_metric_write_lets_the_writers_finish_and_close(tm
         def close(self):
             events.append("close")
 
-    monkeypatch.setattr("rlcli.train.TensorBoardSink", InterruptedSink)
+    monkeypatch.setattr("rlcli.training.train.TensorBoardSink", InterruptedSink)
     with pytest.raises(TrainingInterrupted) as stopped:
         train(_small_run(), tmp_path / "run", [])
     assert events == ["write 64", "write 128", "close"] and stopped.value.state.step == 128

@@ -8,7 +8,7 @@ every core; alone, on one thread, 22 and 5 s)."""
 import pytest
 
 from rlcli.algos import resolve
-from rlcli.train import train
+from rlcli.training.train import train
 
 pytestmark = pytest.mark.long(seconds=110)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlcli.logging import CSVSink, TensorBoardSink
+from rlcli.training.sinks import CSVSink, TensorBoardSink
 
 
 def test_tensorboard_reads_every_metric_of_every_step(tmp_path: Path) -> None:

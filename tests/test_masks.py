@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.agents import check_spaces
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.config import NetworkConfig
 from rlcli.envs import make_vec_env
 from rlcli.envs.layout import ObsFlattener, ObsLayout, check_masks, network_keys
 from rlcli.envs.masked import LENGTH
 from rlcli.errors import UsageError
-from rlcli.nets import MASKED_LOGIT, ActorCritic
-from rlcli.recurrent import RecurrentActorCritic
+from rlcli.nets.models import MASKED_LOGIT, ActorCritic
+from rlcli.nets.recurrent import RecurrentActorCritic
+from rlcli.training.agents import check_spaces
 
 CPU = torch.device("cpu")
 
@@ -266,7 +266,7 @@ def _masked_agent() -> PPO:
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_the_exported_file_takes_the_actor_keys_and_the_mask_and_acts_as_the_agent(tmp_path, fmt):
     pytest.importorskip("onnxruntime")
-    from rlcli.export import ActorInputs, _export_onnx, _export_torchscript, compare, policy_module
+    from rlcli.share.export import ActorInputs, _export_onnx, _export_torchscript, compare, policy_module
 
     agent = _masked_agent()
     file_module = ActorInputs(policy_module(agent))

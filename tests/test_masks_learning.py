@@ -8,7 +8,7 @@ in every one of three seeds."""
 
 from rlcli.algos import resolve
 from rlcli.envs.masked import LENGTH
-from rlcli.train import train
+from rlcli.training.train import train
 
 OPTIMUM = float(LENGTH)
 

@@ -8,7 +8,7 @@ import torch
 from torch.distributions import Categorical, Normal
 
 from rlcli.config import NetworkConfig
-from rlcli.nets import ActorCritic, mlp_trunk
+from rlcli.nets.models import ActorCritic, mlp_trunk
 
 OBS = gym.spaces.Box(-1, 1, (5,), np.float32)
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
+from rlcli.nets.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
 
 
 def test_running_mean_std_matches_numpy_over_batches():

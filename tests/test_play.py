@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from rlcli.cli import app
 from rlcli.errors import UsageError
-from rlcli.video import check_video_path
+from rlcli.share.video import check_video_path
 
 runner = CliRunner()
 SUFFIXES = "give a path ending in .mp4 (or .mkv, .mov, .avi)"
@@ -67,7 +67,7 @@ def test_play_checks_the_video_path_before_playing(tmp_path, monkeypatch, file_i
     def play_nothing(*args, **kwargs):
         raise AssertionError("episodes were played before the video path was checked")
 
-    monkeypatch.setattr("rlcli.evaluation.record_episodes", play_nothing)
+    monkeypatch.setattr("rlcli.training.evaluation.record_episodes", play_nothing)
     video = tmp_path / name
     result = runner.invoke(app, ["play", "CartPole-v1", "--video", str(video)])  # the zoo's CartPole agent
     assert result.exit_code == 2, result.output

@@ -17,8 +17,8 @@ from waiting import wait_for
 
 from rlcli.algos import resolve
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
-from rlcli.evaluation import Actor
-from rlcli.train import TrainingInterrupted, train
+from rlcli.training.evaluation import Actor
+from rlcli.training.train import TrainingInterrupted, train
 
 ITERATION = 4 * 32  # env steps of one iteration below
 FEED_FORWARD = {"n_envs": 4, "n_steps": 32, "minibatch_size": 64, "n_epochs": 2, "normalize_obs": True,
@@ -116,8 +116,8 @@ def test_a_run_without_its_resume_file_resumes_with_fresh_episodes(tmp_path):
 def test_ctrl_c_in_an_update_and_in_a_stochastic_evaluation_then_resume_is_exact(tmp_path, monkeypatch):
     """A Ctrl-C in an evaluation drops it; the resumed run evaluates again from the random generators' state
     before it, so that an evaluation drawing its actions leaves training's draws as they were."""
-    from rlcli import evaluation
     from rlcli.algos.ppo import PPO
+    from rlcli.training import evaluation
 
     cfg = _cfg("CartPole-v1", FEED_FORWARD, 9, eval_every=2 * ITERATION, deterministic=False)
     train(cfg, tmp_path / "whole")

@@ -1,4 +1,4 @@
-"""rlcli.rnn's LSTM and GRU against torch's layers: outputs, states and gradients of each member, with
+"""rlcli.nets.rnn's LSTM and GRU against torch's layers: outputs, states and gradients of each member, with
 resets inside the sequence, and autograd's numerical check (in float64, where the LSTM is the plain cell
 loop); the float32 replay through torch's one-kernel LSTM against that loop."""
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from rlcli.recurrent import Memory
-from rlcli.rnn import _inserted_steps, fused_lstm_available
+from rlcli.nets.recurrent import Memory
+from rlcli.nets.rnn import _inserted_steps, fused_lstm_available
 
 STEPS, ENVS, FEATURES, SIZE, MEMBERS = 7, 5, 3, 4, 2
 
@@ -161,7 +161,7 @@ def test_the_one_kernel_lstm_replay_equals_the_cell_loop(layout, members, steps,
     for one_kernel in (True, False):  # the cell loop in float64: the exact values float32 rounds
         memory = ours if one_kernel else copy.deepcopy(ours).double()
         inputs = [t.detach().to(memory.w_ih.dtype).requires_grad_() for t in (x, state)]
-        with patch("rlcli.recurrent.fused_lstm_available", return_value=one_kernel):
+        with patch("rlcli.nets.recurrent.fused_lstm_available", return_value=one_kernel):
             out = memory.replay(inputs[0], inputs[1], starts)
             (out * weights.to(out.dtype)).sum().backward()
             results.append([out, inputs[0].grad, inputs[1].grad, memory.w_ih.grad, memory.w_hh.grad, memory.b_ih.grad])

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from rlcli.algos.sac import SAC, SACConfig, alpha_loss, polyak_update
-from rlcli.buffers import ReplayBuffer
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
-from rlcli.learners import OffPolicyLearner
-from rlcli.nets import EnsembleLinear, QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
-from rlcli.threads import ThreadPlan
+from rlcli.nets.models import EnsembleLinear, QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
+from rlcli.training.buffers import ReplayBuffer
+from rlcli.training.learners import OffPolicyLearner
+from rlcli.training.threads import ThreadPlan
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
     find_spec("envpool") is None, reason="envpool is not installed"))]

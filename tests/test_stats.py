@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rlcli import stats
+from rlcli.benchmark import stats
 
 
 def test_iqm_is_the_mean_of_the_middle_half_pooled_over_tasks():

@@ -6,10 +6,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli.agents import thread_plan as choose_threads
 from rlcli.algos import resolve
 from rlcli.cli import app
-from rlcli.threads import torch_threads
+from rlcli.training.agents import thread_plan as choose_threads
+from rlcli.training.threads import torch_threads
 
 runner = CliRunner()
 # 4 envs x 64 steps: one iteration is 256 env steps
@@ -77,7 +77,7 @@ def _cfg(algo, env_id, **run):
 
 
 def test_thread_policy(monkeypatch):
-    monkeypatch.setattr("rlcli.agents.available_cores", lambda: 2)
+    monkeypatch.setattr("rlcli.training.agents.available_cores", lambda: 2)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (2, 2)  # update-bound: every core
     # acting leaves cores to the envs; a 64-wide update gains nothing from a second thread
     assert choose_threads(_cfg("ppo", "CartPole-v1")) == (1, 1)
@@ -93,7 +93,7 @@ def test_thread_policy(monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 2)
     assert choose_threads(pong) == (1, 2)
-    monkeypatch.setattr("rlcli.agents.available_cores", lambda: 64)
+    monkeypatch.setattr("rlcli.training.agents.available_cores", lambda: 64)
     assert choose_threads(_cfg("sac", "Pendulum-v1")) == (16, 16)
 
 

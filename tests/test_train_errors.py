@@ -9,10 +9,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli import checkpoint
 from rlcli.cli import app
 from rlcli.errors import StorageError
-from rlcli.rundir import RunDir
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import RunDir
 
 runner = CliRunner()
 HUGE_REWARD_ENV = '''\

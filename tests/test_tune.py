@@ -21,12 +21,13 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 from waiting import wait_for
 
-from rlcli import checkpoint, config
+from rlcli import config
 from rlcli.algos import resolve
 from rlcli.cli import app
 from rlcli.config import build_algo_config
 from rlcli.errors import UsageError
-from rlcli.rundir import load_config
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import load_config
 from rlcli.tune import results
 from rlcli.tune import study as tuning
 from rlcli.tune.objective import OVERRIDES_BY_ENV, base_hyperparams, stored_overrides, trial_overrides

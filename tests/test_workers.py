@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rlcli import workers
+from rlcli.jobs import workers
 
 SHOW_CAPS = ("import os; print(*(os.environ[name] for name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', "
              "'PYTHONUNBUFFERED')))")

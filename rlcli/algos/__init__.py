@@ -31,7 +31,7 @@ from rlcli.config import (
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
-from rlcli.learners import OffPolicyLearner, OnPolicyLearner
+from rlcli.training.learners import OffPolicyLearner, OnPolicyLearner
 
 REGISTRY: dict[str, AlgoSpec] = {}
 DEFAULT = "ppo"  # what a command trains when no --algo is given

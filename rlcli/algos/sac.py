@@ -20,14 +20,14 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from rlcli.buffers import ReplayBatch
-from rlcli.compiling import captured, compiled
 from rlcli.config import AlgoConfig, Precision, RunConfig
 from rlcli.errors import UsageError
-from rlcli.nets import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
-from rlcli.normalization import ObsNormalizer
-from rlcli.optim import adam
-from rlcli.threads import ThreadPlan
+from rlcli.nets.models import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
+from rlcli.nets.normalization import ObsNormalizer
+from rlcli.training.buffers import ReplayBatch
+from rlcli.training.compiling import captured, compiled
+from rlcli.training.optim import adam
+from rlcli.training.threads import ThreadPlan
 
 
 class SACConfig(AlgoConfig):

@@ -5,7 +5,7 @@ train``, plus ``train.log`` (the process's output, every attempt) and ``benchmar
 run, how it ended, the last line of its error). Re-running a benchmark keeps finished runs, resumes the
 ones with a checkpoint and starts the others again; a run that fails does not stop the others.
 
-Locally each run is a job of the supervisor that tune shares (``rlcli.workers``): limited to ``threads``
+Locally each run is a job of the supervisor that tune shares (``rlcli.jobs.workers``): limited to ``threads``
 torch/OpenMP/BLAS threads so that runs do not fight over cores, stopped on Ctrl-C with a checkpoint. On
 Ray, a task declares ``num_cpus=threads`` (times ``nproc`` for a run trained by several processes, which the
 task's ``rlcli train --nproc`` starts; and ``num_gpus``) and trains in a temporary directory on whichever
@@ -28,11 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rlcli import checkpoint, workers
 from rlcli.benchmark.plan import BenchmarkPlan, RunSpec, TrainOptions
 from rlcli.config import Frozen
 from rlcli.errors import UsageError
-from rlcli.processes import alive
+from rlcli.jobs import workers
+from rlcli.jobs.processes import alive
+from rlcli.runs import checkpoint
 
 LOG, RECORD, PLAN, LOCK = "train.log", "benchmark-run.json", "benchmark.json", ".lock"
 Status = Literal["pending", "running", "finished", "failed", "interrupted"]
@@ -272,7 +273,7 @@ def execute(plan: BenchmarkPlan, workers: int, ray_address: str | None = None, g
 
 def _execute_locally(plan: BenchmarkPlan, todo: list[RunStatus], at_once: int, on_finish: OnFinish | None,
                      notify: Notify | None) -> dict[RunSpec, RunRecord]:
-    """Each run a job of the shared supervisor (``rlcli.workers``); its record follows the job's start and end."""
+    """Each run a job of the shared supervisor (``rlcli.jobs.workers``); its record follows the job's start and end."""
     runs = {s.run.name: s.run for s in todo}
     running: dict[RunSpec, RunRecord] = {}
     ended: dict[RunSpec, RunRecord] = {}

@@ -16,15 +16,15 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from rlcli.agents import check_spaces
 from rlcli.algos import resolve
+from rlcli.benchmark.scores import data_dir
 from rlcli.config import Frozen, deep_merge, parse_overrides
 from rlcli.envs import import_env_module, make_vec_env
 from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
-from rlcli.runs import safe_name
-from rlcli.scores import data_dir
-from rlcli.threads import available_cores
+from rlcli.runs.names import safe_name
+from rlcli.training.agents import check_spaces
+from rlcli.training.threads import available_cores
 
 RUNS_DIR = "runs"
 DEFAULT_ROOT = Path("benchmarks")

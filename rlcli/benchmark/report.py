@@ -4,7 +4,7 @@ Per env: the final evaluated return as mean ± std across seeds (population std,
 numbers beside it are computed), the best evaluation, and the published score for the same algorithm,
 env and budget. Learning curves: per env, the mean over seeds with a ±1 std band. Aggregates across
 envs: IQM, median, mean and optimality gap of normalised scores with 95% stratified-bootstrap
-intervals (``rlcli.stats``). A comparison adds the probability of improvement and the difference of
+intervals (``rlcli.benchmark.stats``). A comparison adds the probability of improvement and the difference of
 IQMs, each with its interval.
 """
 
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlcli import checkpoint, stats
+from rlcli.benchmark import stats
 from rlcli.benchmark.plan import safe_name
 from rlcli.benchmark.results import RunResult
+from rlcli.benchmark.scores import normalization_for, published_elsewhere, published_for
 from rlcli.errors import UsageError
-from rlcli.scores import normalization_for, published_elsewhere, published_for
+from rlcli.runs import checkpoint
 
 REPORT, FIGURES = "report.md", "figures"
 BOOTSTRAP_REPS = 10_000

@@ -9,12 +9,12 @@ import io
 import json
 from pathlib import Path
 
-from rlcli import checkpoint
 from rlcli.benchmark.execute import PLAN, RECORD, read_meta, read_record
 from rlcli.benchmark.plan import RUNS_DIR
 from rlcli.config import Frozen
 from rlcli.errors import CheckpointError, UsageError
-from rlcli.rundir import eval_history, load_config
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import eval_history, load_config
 
 RESULTS_CSV, RESULTS_JSON = "results.csv", "results.json"
 FORMAT = "rlcli-benchmark-results-v1"

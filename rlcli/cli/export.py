@@ -10,7 +10,7 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Best, Run
-from rlcli.runs import resolve_run
+from rlcli.runs.names import resolve_run
 
 
 class ExportFormat(str, Enum):
@@ -33,7 +33,7 @@ def export_command(
 ) -> None:
     import torch
 
-    from rlcli.export import export_policy
+    from rlcli.share.export import export_policy
 
     torch.set_num_threads(1)
     report = export_policy(resolve_run(run), fmt.value, out, best=best, check_batch=check_batch)

@@ -11,8 +11,8 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
-from rlcli.rundir import RunDir
-from rlcli.runs import resolve_run
+from rlcli.runs.names import resolve_run
+from rlcli.runs.rundir import RunDir
 
 
 @app.command(help="Watch an agent play, or record it: rlcli play RUN --video agent.mp4; play a game against it: "
@@ -37,9 +37,9 @@ def play(
     if human:
         play_human(loaded, seat - 1, episodes, seed, deterministic, best)
         return
-    from rlcli.evaluation import record_episodes, render_off_screen
     from rlcli.selfplay.opponents import FIXED
-    from rlcli.video import check_video_path, write_mp4
+    from rlcli.share.video import check_video_path, write_mp4
+    from rlcli.training.evaluation import record_episodes, render_off_screen
 
     headless = video is not None or not os.environ.get("DISPLAY")
     if headless:

@@ -9,7 +9,7 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Episodes, Run, Seed
-from rlcli.runs import resolve_run
+from rlcli.runs.names import resolve_run
 
 
 @app.command(help="Evaluate an agent and publish it to the Hugging Face Hub in one commit. "
@@ -30,8 +30,8 @@ def publish(
 ) -> None:
     import torch
 
-    from rlcli import hub
-    from rlcli.export import require_onnx
+    from rlcli.share import hub
+    from rlcli.share.export import require_onnx
 
     torch.set_num_threads(1)
     # everything that can refuse at once does so before minutes of evaluation, not after

@@ -17,8 +17,8 @@ def pull(
     run_dir: Annotated[Optional[Path], typer.Option(
         help="Where to put it \\[default: runs/USER__NAME].", show_default=False)] = None,
 ) -> None:
-    from rlcli import hub
-    from rlcli.rundir import RunDir
+    from rlcli.runs.rundir import RunDir
+    from rlcli.share import hub
 
     repo_id, _ = hub.parse_repo_id(repo)
     path = run_dir or Path("runs") / hub.safe_repo_name(repo_id)

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from rlcli.agents import resolve_device
 from rlcli.algos import DEFAULT
 from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
+from rlcli.training.agents import resolve_device
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
 

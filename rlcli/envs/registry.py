@@ -22,7 +22,7 @@ from rlcli.envs.pettingzoo_ids import (
     resolve_pettingzoo_id,
 )
 from rlcli.errors import UsageError
-from rlcli.hooks import import_user_module
+from rlcli.training.hooks import import_user_module
 
 ATARI_PREFIX = "ALE/"
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported

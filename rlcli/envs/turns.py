@@ -24,10 +24,10 @@ import numpy as np
 
 from rlcli.config import MultiAgentConfig
 from rlcli.envs.base import StepResult
+from rlcli.envs.games import game_for
 from rlcli.envs.layout import MASK_KEY, ObsLayout, check_masks, flat_space
 from rlcli.envs.seats import FixedOpponents, OpponentSource, RandomOpponent
 from rlcli.errors import UsageError
-from rlcli.selfplay.games import game_for
 
 
 def game_layout(space: gym.Space, action_space: gym.Space) -> ObsLayout:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlcli.agents import agent_from_run, make_env, resolve_device
 from rlcli.errors import UsageError
-from rlcli.rundir import RunDir
+from rlcli.runs.rundir import RunDir
+from rlcli.training.agents import agent_from_run, make_env, resolve_device
 
 MARKS = ("X", "O", "+", "*")  # the pieces of the first, second, ... player
 

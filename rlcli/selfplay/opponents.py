@@ -7,16 +7,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcli.envs.games import Game
 from rlcli.envs.layout import ObsLayout
 from rlcli.envs.seats import Opponent, RandomOpponent
 from rlcli.errors import UsageError
-from rlcli.selfplay.games import Game
 
 FIXED = ("random", "scripted")  # the opponents named on the command line (beside a run directory)
 
 
 class ScriptedOpponent:
-    """The game's own heuristic player (``rlcli.selfplay.games``)."""
+    """The game's own heuristic player (``rlcli.envs.games``)."""
 
     name = "scripted"
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rlcli.algos import resolve
+from rlcli.benchmark.scores import normalization_for, normalizations
 from rlcli.config import RunConfig, deep_merge, hyperparams_for
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
-from rlcli.runs import safe_name
-from rlcli.scores import normalization_for, normalizations
+from rlcli.runs.names import safe_name
 from rlcli.tune.space import SearchSpace
 from rlcli.tune.spec import TuneSpec
 from rlcli.tune.storage import describe_error
@@ -68,7 +68,7 @@ def objective(trial: Any, spec: TuneSpec, space: SearchSpace, on_report: Callabl
     import optuna
     from optuna.exceptions import UpdateFinishedTrialError
 
-    from rlcli.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, train
+    from rlcli.training.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, train
 
     by_env = trial_overrides(trial, spec, space)
     trial.set_user_attr("hyperparams", by_env[spec.env_ids[0]])  # what the display and summary show

@@ -7,12 +7,12 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from rlcli.agents import check_env_fits
 from rlcli.algos import resolve
 from rlcli.config import hyperparams_for
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
+from rlcli.training.agents import check_env_fits
 from rlcli.tune.objective import check_normalisable
 from rlcli.tune.space import default_space, load_space
 from rlcli.tune.spec import TuneSpec, default_study_dir

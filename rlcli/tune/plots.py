@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlcli.checkpoint import atomic_write
+from rlcli.runs.checkpoint import atomic_write
 
 PLOTS = ("optimization_history.png", "param_importances.png", "parallel_coordinate.png")
 

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 import yaml
 
 from rlcli import config
-from rlcli.checkpoint import atomic_write
 from rlcli.config import deep_merge
 from rlcli.errors import UsageError
+from rlcli.runs.checkpoint import atomic_write
 from rlcli.tune.objective import stored_overrides
 from rlcli.tune.plots import importances, save_plots
 from rlcli.tune.spec import TuneSpec

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcli.errors import UsageError
-from rlcli.processes import alive
+from rlcli.jobs.processes import alive
 
 HEARTBEAT_S = 20  # seconds between a running trial's heartbeats in the storage
 GRACE_S = 90  # a running trial without a heartbeat for this long is recorded as interrupted

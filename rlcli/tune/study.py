@@ -24,9 +24,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from rlcli import interrupts, workers
 from rlcli.config import flatten
 from rlcli.errors import UsageError
+from rlcli.jobs import interrupts, workers
 from rlcli.tune.objective import TrialFailed, objective
 from rlcli.tune.spec import PRUNERS, SAMPLERS, TuneSpec
 from rlcli.tune.storage import (

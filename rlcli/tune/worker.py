@@ -1,5 +1,5 @@
 """A tuning worker process: ``python -m rlcli.tune.worker INDEX`` with the study's TuneSpec as a line of JSON
-on stdin, started by ``rlcli.tune.study.run`` through the shared supervisor (``rlcli.workers``), which
+on stdin, started by ``rlcli.tune.study.run`` through the shared supervisor (``rlcli.jobs.workers``), which
 writes its output into ``STUDY_DIR/workers/worker-INDEX.log``.
 
 It runs trials until the study holds its target. Ctrl-C reaches it only as the one SIGINT the supervisor
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rlcli import workers
+from rlcli.jobs import workers
 
 
 def main(argv: list[str]) -> int:

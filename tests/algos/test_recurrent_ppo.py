@@ -9,15 +9,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli.agents import build_agent, make_env, resolve_device
 from rlcli.algos import resolve
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
 from rlcli.config import NetworkConfig
 from rlcli.errors import UsageError
-from rlcli.evaluation import Episodes
-from rlcli.export import TOLERANCE, _export_onnx, _export_torchscript, compare_episodes, policy_module
-from rlcli.learners import RolloutCollector
+from rlcli.share.export import TOLERANCE, _export_onnx, _export_torchscript, compare_episodes, policy_module
+from rlcli.training.agents import build_agent, make_env, resolve_device
+from rlcli.training.evaluation import Episodes
+from rlcli.training.learners import RolloutCollector
 
 runner = CliRunner()
 
@@ -148,7 +148,7 @@ def test_a_recurrent_policy_with_dict_keys_and_a_mask_exports_with_both_and_its_
     check runs over whole episodes with the mask, and a masked action is never the file's choice."""
     pytest.importorskip("onnxruntime")
     from rlcli.envs.layout import ObsLayout
-    from rlcli.export import ActorInputs, _names
+    from rlcli.share.export import ActorInputs, _names
 
     layout = ObsLayout((("observation", 3), ("state", 2), ("action_mask", 3)), "action_mask")
     torch.manual_seed(0)

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from rlcli.algos.sac import SAC, SACConfig, polyak_update
-from rlcli.buffers import ReplayBatch
-from rlcli.nets import SquashedGaussianActor, squashed_gaussian_log_prob
+from rlcli.nets.models import SquashedGaussianActor, squashed_gaussian_log_prob
+from rlcli.training.buffers import ReplayBatch
 
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import SAC as SB3SAC  # noqa: E402

@@ -1,11 +1,11 @@
 """The files of a run directory: ``config.yaml`` + ``model.safetensors`` + ``meta.json``, written
-atomically (``rlcli.rundir`` reads and writes them as one run).
+atomically (``rlcli.runs.rundir`` reads and writes them as one run).
 
 A run directory is portable: no pickles, nothing that depends on the machine that wrote it. The
 optimiser's state lives in ``optimizer.safetensors`` and the loop's position in ``meta.json``, so
 ``--resume`` continues with the same weights, optimiser, normalisation statistics, schedules and step
 count. ``resume.safetensors`` adds what continues the run exactly (the envs mid-episode, the random
-generators, a recurrent state; see ``rlcli.resume``), its JSON part in the file's metadata; where that
+generators, a recurrent state; see ``rlcli.training.resume``), its JSON part in the file's metadata; where that
 cannot be saved, ``meta.json`` says why and a resumed run starts fresh episodes, seeded from seed + step.
 """
 

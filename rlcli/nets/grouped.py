@@ -17,7 +17,7 @@ from torch import nn
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import GROUP_KEY, PRIVILEGED_KEY, ObsLayout
 from rlcli.errors import UsageError
-from rlcli.nets import MASKED_LOGIT, ActorCritic, PolicySample
+from rlcli.nets.models import MASKED_LOGIT, ActorCritic, PolicySample
 
 
 class GroupedActorCritic(nn.Module):

@@ -29,16 +29,16 @@ import torch
 from torch import nn
 
 import rlcli
-from rlcli import checkpoint
-from rlcli.agents import agent_from_run, make_env, resolve_device
 from rlcli.algos.base import Agent
 from rlcli.config import RunConfig
 from rlcli.envs import env_group
 from rlcli.envs.atari import MAX_EPISODE_STEPS
 from rlcli.envs.envpool_backend import atari_opts
 from rlcli.errors import UsageError
-from rlcli.evaluation import Episodes, sample_episodes
-from rlcli.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
+from rlcli.training.agents import agent_from_run, make_env, resolve_device
+from rlcli.training.evaluation import Episodes, sample_episodes
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 INPUT, OUTPUT = "obs", "action"

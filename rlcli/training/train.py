@@ -4,11 +4,11 @@ Callbacks receive a ``TrainState`` after every iteration and may ask to stop; th
 user's stop condition and tuning's pruner all plug in here.
 
 A first Ctrl-C lets the training iteration it lands in (rollout and update) finish, and the checkpoint it
-then saves continues exactly on resume (``rlcli.resume``); a second one stops at once, with the weights as
+then saves continues exactly on resume (``rlcli.training.resume``); a second one stops at once, with the weights as
 they are and fresh episodes on resume, as does a Ctrl-C that lands in an evaluation, which is dropped and
 done again on resume.
 
-Several processes (``rlcli.distributed``) train one run in step: each steps its own envs and learns from its
+Several processes (``rlcli.training.world``) train one run in step: each steps its own envs and learns from its
 rollout with the others (see rlcli.algos.ppo); the lead (rank 0) alone logs, evaluates and writes the run
 directory, gathering what the others must save. A Ctrl-C there is noted rather than raised, the processes
 agree after each iteration whether any was interrupted, and all stop together with one checkpoint; it
@@ -29,24 +29,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlcli import interrupts, resume
-from rlcli.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
 from rlcli.config import RunConfig
-from rlcli.distributed.world import SINGLE, World, envs_per_process
 from rlcli.envs import VecEnv
 from rlcli.envs.faults import NonFiniteEnvOutput
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
-from rlcli.evaluation import evaluate_run
-from rlcli.hooks import load_stop_hook
-from rlcli.logging import CSVSink, MetricSink, TensorBoardSink, WandbSink
-from rlcli.rundir import RunDir
-from rlcli.runlock import LOCK, RunLock
+from rlcli.jobs import interrupts
+from rlcli.runs.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
+from rlcli.runs.lock import LOCK, RunLock
+from rlcli.runs.rundir import RunDir
 from rlcli.selfplay.pool import OpponentPool
 from rlcli.selfplay.training import POOL_FILE, attach_opponents, selfplay_columns
-from rlcli.threads import ThreadPlan
+from rlcli.training import resume
+from rlcli.training.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
+from rlcli.training.evaluation import evaluate_run
+from rlcli.training.hooks import load_stop_hook
+from rlcli.training.sinks import CSVSink, MetricSink, TensorBoardSink, WandbSink
+from rlcli.training.threads import ThreadPlan
+from rlcli.training.world import SINGLE, World, envs_per_process
 
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as
 # the longest episode rather than two of them
@@ -554,7 +555,7 @@ def gather_live_state(world: World, snapshot: Snapshot | None, inexact: str | No
 
 
 def live_snapshot(session: Session) -> tuple[Snapshot | None, str | None]:
-    """What continues the run exactly from here, or why it cannot be saved (see rlcli.resume)."""
+    """What continues the run exactly from here, or why it cannot be saved (see rlcli.training.resume)."""
     pending = session.pending
     generators = pending.generators if pending is not None and pending.generators is not None else resume.random_state()
     training = {"recent": list(session.recent), "pending": None if pending is None else pending.as_json()}

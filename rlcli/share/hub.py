@@ -28,15 +28,16 @@ from typing import Any, NamedTuple
 import yaml
 
 import rlcli
-from rlcli import checkpoint, export
-from rlcli.agents import EVAL_ENVS
 from rlcli.config import MultiAgentConfig
 from rlcli.envs import env_group
+from rlcli.envs.games import game_for
 from rlcli.errors import UsageError
-from rlcli.evaluation import match, record_episodes, render_off_screen
-from rlcli.rundir import HF_PREFIX, RunDir, eval_history, load_config, run_takes_output, safe_repo_name
-from rlcli.selfplay.games import game_for
-from rlcli.video import write_mp4
+from rlcli.runs import checkpoint
+from rlcli.runs.rundir import HF_PREFIX, RunDir, eval_history, load_config, run_takes_output, safe_repo_name
+from rlcli.share import export
+from rlcli.share.video import write_mp4
+from rlcli.training.agents import EVAL_ENVS
+from rlcli.training.evaluation import match, record_episodes, render_off_screen
 
 LIBRARY_NAME = "rlcli"
 RESULTS, README, REPLAY, CURVE, HYPERPARAMS = (

@@ -88,7 +88,7 @@ def term_as_interrupt() -> Iterator[Callable[[], bool]]:
     """SIGTERM handled as Ctrl-C for the duration (a scheduler's or ``kill``'s stop saves as Ctrl-C does, and a
     second stops at once); yields whether one came. It holds in a process started with SIGINT ignored (a
     shell script's ``&``), where Ctrl-C stays ignored. A no-op off the main thread and in a supervised job
-    (``rlcli.workers.JOB_VARIABLE``)."""
+    (``rlcli.jobs.workers.JOB_VARIABLE``)."""
     seen = False
 
     def forward(signum: int, frame: Any) -> None:

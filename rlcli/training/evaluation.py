@@ -10,14 +10,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcli.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
 from rlcli.algos.base import Agent
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
 from rlcli.envs.seats import FixedOpponents, Opponent
 from rlcli.errors import UsageError
-from rlcli.rundir import RunDir
+from rlcli.runs.rundir import RunDir
 from rlcli.selfplay.opponents import PolicyOpponent, fixed_opponent
+from rlcli.training.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
 
 
 class EvalResult(NamedTuple):

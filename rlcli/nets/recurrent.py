@@ -3,7 +3,7 @@
 The state is carried from step to step and across rollouts, set to zero where an episode starts, and
 stored once per rollout, at its first step. The update replays each env's whole rollout as a sequence
 (CleanRL's ppo_atari_lstm semantics: minibatches of envs, backpropagation through the rollout, the state
-set to zero inside the sequence where an episode starts), through ``rlcli.rnn``'s layers. Fixed-length
+set to zero inside the sequence where an episode starts), through ``rlcli.nets.rnn``'s layers. Fixed-length
 chunks with stored states (rl_games) would bound the backpropagation below the rollout length, at the
 cost of a state per chunk; with rollouts of 32 to 256 steps, the whole rollout is the useful horizon.
 """
@@ -18,8 +18,8 @@ from torch import nn
 
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import ObsLayout
-from rlcli.nets import ActorCritic, PolicySample, full_precision, layer_init
-from rlcli.rnn import cell_sequence, fused_lstm_available, fused_lstm_sequence, gru_cell, lstm_cell
+from rlcli.nets.models import ActorCritic, PolicySample, full_precision, layer_init
+from rlcli.nets.rnn import cell_sequence, fused_lstm_available, fused_lstm_sequence, gru_cell, lstm_cell
 
 
 class Memory(nn.Module):

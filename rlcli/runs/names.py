@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rlcli.errors import UsageError
-from rlcli.hub import download
-from rlcli.rundir import HF_PREFIX, zoo_dir
+from rlcli.runs.rundir import HF_PREFIX, zoo_dir
+from rlcli.share.hub import download
 
 ZOO_PREFIX = "zoo:"
 

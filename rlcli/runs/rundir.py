@@ -17,11 +17,11 @@ import yaml
 from pydantic import ValidationError
 
 import rlcli.algos  # noqa: F401  (registers the algorithms, whose config models a run's config names)
-from rlcli import checkpoint
-from rlcli.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
 from rlcli.config import RunConfig, describe_validation_error, dump_config, read_yaml_text
 from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import CheckpointError
+from rlcli.runs import checkpoint
+from rlcli.runs.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
 
 HF_PREFIX = "hf://"
 
@@ -167,7 +167,7 @@ class RunDir:
         return checkpoint.load_tensors(file, self.steps) if file.is_file() else None
 
     def live_state(self) -> Snapshot | None:
-        """What the last checkpoint saved to continue exactly (see rlcli.resume); None where it could not, or
+        """What the last checkpoint saved to continue exactly (see rlcli.training.resume); None where it could not, or
         where the file is not here (a published run carries the model alone)."""
         if not self.meta.get("resume", {}).get("exact") or not (self.path / RESUME).is_file():
             return None

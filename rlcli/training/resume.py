@@ -5,7 +5,7 @@ bookkeeping. Where some of it cannot be saved (envpool's envs, the ALE's emulato
 without --save-buffer), the checkpoint says why instead, and a resume starts fresh episodes.
 
 Saved only between two training iterations, where nothing is half done: a Ctrl-C lets the iteration finish
-first (see ``rlcli.train``).
+first (see ``rlcli.training.train``).
 """
 
 from __future__ import annotations

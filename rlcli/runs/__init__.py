@@ -1,0 +1,3 @@
+"""Runs on disk: run names (paths, zoo agents, ``hf://``; ``names``), the run directory read once
+(``rundir``) over its checkpoint files written all or none (``checkpoint``), and the one-writer lock
+(``lock``)."""
