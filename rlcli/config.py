@@ -33,7 +33,7 @@ class Frozen(BaseModel):
 # with bf16 instructions (AVX512-BF16, AMX) and on recent GPUs; output layers, losses, weights and
 # optimiser state stay float32. Evaluation, play and export always run float32.
 Precision = Literal["fp32", "bf16"]
-# torch.compile of the acting and update steps: "on", "off", or "auto" (rlcli.training.compiling says when)
+# torch.compile of the acting and update steps: "on", "off", or "auto" (rlcli.algos.compiling says when)
 Compile = Literal["off", "on", "auto"]
 
 

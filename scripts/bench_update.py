@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from rlcli.algos import resolve
+from rlcli.algos.buffers import ReplayBatch, RolloutBuffer
 from rlcli.training.agents import build_agent
-from rlcli.training.buffers import ReplayBatch, RolloutBuffer
 
 CASES = {
     "sac-hopper": ("sac", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),

@@ -1,6 +1,6 @@
 """The test session's layout on the cores: pyproject's addopts start one pytest-xdist worker a core (at most 4),
 and each worker keeps to its own share of the cores. rlcli sizes torch's and envpool's threads to the cores a
-process may use (rlcli/training/threads.py), so a pinned worker trains as a one-core machine would; unpinned, two
+process may use (rlcli/algos/threads.py), so a pinned worker trains as a one-core machine would; unpinned, two
 workers would each start a pool of spinning OpenMP threads on the same two cores, 5-7x slower. Subprocesses
 (the CLI, distributed ranks) inherit the worker's cores.
 

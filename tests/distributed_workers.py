@@ -11,9 +11,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcli.algos.buffers import RolloutBatch
 from rlcli.algos.ppo import PPO, PPOConfig
-from rlcli.training.buffers import RolloutBatch
-from rlcli.training.world import SINGLE, join
+from rlcli.algos.world import SINGLE, join
 
 ENVS, STEPS = 4, 16  # each process's rollout
 CONFIG = {"n_steps": STEPS, "minibatch_size": 32, "n_epochs": 3, "learning_rate": 1e-3, "lr_schedule": "adaptive_kl",

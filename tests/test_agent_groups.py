@@ -58,8 +58,8 @@ def test_groups_act_within_their_own_actions_read_only_their_own_inputs_and_repl
 
 
 def test_a_grouped_agent_learns_through_the_one_ppo_update(env):
-    from rlcli.training.learners import OnPolicyLearner
-    from rlcli.training.threads import ThreadPlan
+    from rlcli.algos.learners import OnPolicyLearner
+    from rlcli.algos.threads import ThreadPlan
 
     torch.manual_seed(0)
     cfg = PPOConfig(n_steps=25, minibatch_size=100, n_epochs=2, n_envs=4)

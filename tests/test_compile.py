@@ -11,11 +11,11 @@ import torch
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
+from rlcli.algos.compiling import compile_enabled
+from rlcli.algos.learners import RolloutCollector
 from rlcli.algos.sac import SACConfig
 from rlcli.cli.app import app
 from rlcli.training.agents import build_agent, make_env
-from rlcli.training.compiling import compile_enabled
-from rlcli.training.learners import RolloutCollector
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

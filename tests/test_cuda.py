@@ -15,13 +15,13 @@ from test_resume_exact import FEED_FORWARD, ITERATION, _assert_same_run, _cfg, _
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
+from rlcli.algos.buffers import ReplayBatch
+from rlcli.algos.compiling import GraphedStep
+from rlcli.algos.learners import RolloutCollector
 from rlcli.cli import app
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.envs.masked import LENGTH
 from rlcli.training.agents import build_agent, make_env, resolve_device
-from rlcli.training.buffers import ReplayBatch
-from rlcli.training.compiling import GraphedStep
-from rlcli.training.learners import RolloutCollector
 from rlcli.training.train import train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")

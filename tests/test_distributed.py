@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 from waiting import wait_for
 
 from rlcli.algos.ppo import clipped_surrogate_loss, pooled_standardize, row_mean
+from rlcli.algos.world import SINGLE, envs_per_process, gpu_of
 from rlcli.cli import app
 from rlcli.errors import UsageError
 from rlcli.training.launch import PEER_LOST_EXIT, failed, without_option
-from rlcli.training.world import SINGLE, envs_per_process, gpu_of
 
 pytestmark = pytest.mark.long(seconds=70)
 

@@ -49,8 +49,8 @@ def test_time_limit_is_a_truncation_with_the_real_final_observation(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
+    from rlcli.algos.learners import RolloutCollector
     from rlcli.algos.ppo import PPO
-    from rlcli.training.learners import RolloutCollector
 
     env = make_vec_env("CartPole-v1", 4, 0, backend)
     cfg = PPOConfig(n_envs=4, n_steps=64, minibatch_size=64)
@@ -89,8 +89,8 @@ def test_step_async_then_wait_is_step(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rollouts_are_the_same_whether_the_critic_overlaps_the_env_or_not(backend, monkeypatch):
     """The collector evaluates the critic while the env steps only when told to (acting on one thread)."""
+    from rlcli.algos.learners import RolloutCollector
     from rlcli.algos.ppo import PPO
-    from rlcli.training.learners import RolloutCollector
 
     buffers, orders = [], []
     for overlap in (True, False):

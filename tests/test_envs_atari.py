@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
+from rlcli.algos.learners import EpisodeTracker  # noqa: E402
 from rlcli.envs import make_vec_env  # noqa: E402
-from rlcli.training.learners import EpisodeTracker  # noqa: E402
 
 NO_NOOPS = {"noop_max": 0}  # deterministic starts on both backends (envpool gets noop_max=1)
 FIELDS = ("reward", "terminated", "truncated", "raw_reward", "game_over")

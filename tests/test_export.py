@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
 from rlcli.config import NetworkConfig
-from rlcli.runs.names import resolve_run, zoo_agents
 from rlcli.runs.rundir import RunDir
 from rlcli.share.export import TOLERANCE, _export_onnx, _export_torchscript, compare, export_policy, policy_module
+from rlcli.share.names import resolve_run, zoo_agents
 from rlcli.training.agents import agent_from_run, make_env
 
 pytest.importorskip("onnxruntime")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlcli.training.buffers import RolloutBuffer, compute_gae
+from rlcli.algos.buffers import RolloutBuffer, compute_gae
 
 
 def gae(rewards, values, terminated, dones, gamma=0.9, lam=0.5):

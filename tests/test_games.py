@@ -279,8 +279,8 @@ class Leaving:
 def test_agents_that_leave_read_as_ended_until_the_env_resets_and_the_team_return_sums_them():
     import types
 
+    from rlcli.algos.learners import EpisodeTracker
     from rlcli.envs.parallel import ParallelVecEnv
-    from rlcli.training.learners import EpisodeTracker
 
     module = types.SimpleNamespace(parallel_env=Leaving)
     env = ParallelVecEnv("leaving_v0", module, 1, 0, {}, MultiAgentConfig())

@@ -1,4 +1,5 @@
-"""No import cycles inside rlcli, read from the source with ``ast`` (nothing is imported).
+"""No import cycles inside rlcli, and packages that import only from the layers below theirs, read from the
+source with ``ast`` (nothing is imported).
 
 Every ``import`` counts, module-level or inside a function: a deferred import hides a cycle from the
 first load but not from the design, and the next refactor that hoists it to the top turns it into an
@@ -207,6 +208,31 @@ def test_no_import_cycles_in_the_package():
     cycles = elementary_cycles(graph)
     shown = "" if len(cycles) < MAX_CYCLES_SHOWN else f" (the first {MAX_CYCLES_SHOWN})"
     assert not cycles, f"{len(cycles)} import cycles{shown}:\n" + "\n".join(describe(c, graph) for c in cycles)
+
+
+# rlcli's parts from the bottom up (docs/layout.md): each imports only from those in the rows before its own
+# (``__init__``, rlcli's own, holds the version alone)
+LAYERS = (
+    ("__init__",), ("errors",), ("config",), ("jobs", "envs"), ("nets",), ("algos",), ("selfplay", "runs"),
+    ("training",), ("share",), ("benchmark",), ("tune",), ("cli",), ("__main__",),
+)
+
+
+def part_of(module: str) -> str:
+    """``rlcli.training.train`` -> ``training``; ``rlcli`` itself -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_packages_import_only_from_the_layers_below():
+    graph = import_graph(ROOT / "rlcli")
+    layer = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+    parts = {part_of(module) for module in graph}
+    assert parts <= set(layer), f"parts missing from LAYERS (and docs/layout.md): {sorted(parts - set(layer))}"
+    upward = [f"{path.relative_to(ROOT)}:{line}  {importer} imports {imported}"
+              for importer, targets in graph.items() for imported, (path, line) in targets.items()
+              if part_of(importer) != part_of(imported) and layer[part_of(imported)] >= layer[part_of(importer)]]
+    assert not upward, "imports from a layer not below the importer's:\n" + "\n".join(upward)
 
 
 def test_cycle_finder_on_a_synthetic_graph():

@@ -1,10 +1,10 @@
-"""rlcli.training.optim: torch's fused Adam with a tensor learning rate, and its state through a checkpoint."""
+"""rlcli.algos.optim: torch's fused Adam with a tensor learning rate, and its state through a checkpoint."""
 
 import pytest
 import torch
 
+from rlcli.algos.optim import adam, set_lr
 from rlcli.runs.checkpoint import load_optimizer_tensors, optimizer_tensors
-from rlcli.training.optim import adam, set_lr
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:

@@ -5,11 +5,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcli.algos.buffers import ReplayBatch, RolloutBatch
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.algos.sac import SAC, SACConfig
 from rlcli.config import NetworkConfig
 from rlcli.nets.models import ActorCritic
-from rlcli.training.buffers import ReplayBatch, RolloutBatch
 
 OBS = gym.spaces.Box(-1, 1, (6,), np.float32)
 CPU = torch.device("cpu")

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+from rlcli.algos.buffers import ReplayBuffer
+from rlcli.algos.learners import OffPolicyLearner
 from rlcli.algos.sac import SAC, SACConfig, alpha_loss, polyak_update
+from rlcli.algos.threads import ThreadPlan
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 from rlcli.nets.models import EnsembleLinear, QEnsemble, SquashedGaussianActor, squashed_gaussian_log_prob
-from rlcli.training.buffers import ReplayBuffer
-from rlcli.training.learners import OffPolicyLearner
-from rlcli.training.threads import ThreadPlan
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
     find_spec("envpool") is None, reason="envpool is not installed"))]

@@ -7,9 +7,9 @@ import torch
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
+from rlcli.algos.threads import torch_threads
 from rlcli.cli import app
 from rlcli.training.agents import thread_plan as choose_threads
-from rlcli.training.threads import torch_threads
 
 runner = CliRunner()
 # 4 envs x 64 steps: one iteration is 256 env steps

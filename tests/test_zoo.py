@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlcli.cli import app
-from rlcli.runs.names import resolve_run, zoo_dir
+from rlcli.share.names import resolve_run, zoo_dir
 
 runner = CliRunner()
 

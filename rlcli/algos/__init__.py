@@ -1,6 +1,10 @@
 """The registry of algorithms, the one place that names each, and ``resolve``: a run's configuration,
 assembled the one way every caller uses. Adding an algorithm is a module (its config model, agent, search
-space and thread policy), one ``register`` line here and a ``hyperparams/NAME.yml``."""
+space and thread policy), one ``register`` line here and a ``hyperparams/NAME.yml``.
+
+The package also holds what algorithms are built from: the learners (``learners``, the only code that steps
+envs while training), rollout and replay storage (``buffers``), Adam (``optim``), the compile switch and CUDA
+graphs (``compiling``), thread plans (``threads``) and a run's processes (``world``)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pydantic import ValidationError
 
 from rlcli.algos import ppo, sac
 from rlcli.algos.base import AlgoSpec
+from rlcli.algos.learners import OffPolicyLearner, OnPolicyLearner
 from rlcli.config import (
     EnvConfig,
     EvalConfig,
@@ -31,7 +36,6 @@ from rlcli.config import (
 from rlcli.envs import env_group, import_env_module
 from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
-from rlcli.training.learners import OffPolicyLearner, OnPolicyLearner
 
 REGISTRY: dict[str, AlgoSpec] = {}
 DEFAULT = "ppo"  # what a command trains when no --algo is given

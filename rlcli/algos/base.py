@@ -18,14 +18,14 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from rlcli.algos.threads import ThreadPlan
 from rlcli.config import AlgoConfig, RunConfig
-from rlcli.training.threads import ThreadPlan
 
 if TYPE_CHECKING:
+    from rlcli.algos.buffers import ReplayBatch, RolloutBatch, RolloutBuffer, SequenceBatch
     from rlcli.envs import VecEnv
     from rlcli.envs.snapshot import Snapshot
     from rlcli.nets.models import PolicySample
-    from rlcli.training.buffers import ReplayBatch, RolloutBatch, RolloutBuffer, SequenceBatch
 
 Metrics = Mapping[str, float | torch.Tensor]  # name -> value; tensors are read once per iteration
 
@@ -158,7 +158,7 @@ class AlgoSpec:
     # refused for an algorithm that does not
     takes_layout: bool = False
     # whether it learns across several processes (``rlcli train --nproc``): its agent then takes a ``world``
-    # keyword (rlcli.training.world.World); one that does not trains in one process
+    # keyword (rlcli.algos.world.World); one that does not trains in one process
     distributed: bool = False
     # (the entry's values, what the user set over them, the merged values) -> the merged values with what
     # depends on a changed setting made to follow it (PPO's minibatch size a changed rollout)

@@ -6,7 +6,7 @@ while the envs step), ``scale_rewards`` and ``update``, which runs the minibatch
 and returns plain floats, synchronising with the device once per update (plus once per epoch for the
 adaptive-KL schedule, which needs the epoch's KL to pick the next learning rate).
 
-With several processes (``rlcli.training.world``) each learns from its own rollout: every minibatch is split
+With several processes (``rlcli.algos.world``) each learns from its own rollout: every minibatch is split
 between them (the global minibatch is the configured one), its advantages normalised by the moments of the
 whole of it, each loss a sum over the process's rows divided by the global minibatch's, and the gradients
 summed over the processes before clipping, so that one update equals one process's over all the rollouts.
@@ -25,6 +25,11 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
+from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
+from rlcli.algos.compiling import captured, compiled
+from rlcli.algos.optim import adam, set_lr
+from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.world import SINGLE, World
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
@@ -32,11 +37,6 @@ from rlcli.nets.grouped import GroupedActorCritic
 from rlcli.nets.models import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
 from rlcli.nets.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
 from rlcli.nets.recurrent import RecurrentActorCritic, RecurrentPolicy
-from rlcli.training.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
-from rlcli.training.compiling import captured, compiled
-from rlcli.training.optim import adam, set_lr
-from rlcli.training.threads import ThreadPlan
-from rlcli.training.world import SINGLE, World
 
 MIN_LR, MAX_LR = 1e-6, 1e-2  # adaptive-KL bounds, as rl_games
 

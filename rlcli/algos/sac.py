@@ -20,14 +20,14 @@ import torch
 from pydantic import Field
 from torch import nn
 
+from rlcli.algos.buffers import ReplayBatch
+from rlcli.algos.compiling import captured, compiled
+from rlcli.algos.optim import adam
+from rlcli.algos.threads import ThreadPlan
 from rlcli.config import AlgoConfig, Precision, RunConfig
 from rlcli.errors import UsageError
 from rlcli.nets.models import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
 from rlcli.nets.normalization import ObsNormalizer
-from rlcli.training.buffers import ReplayBatch
-from rlcli.training.compiling import captured, compiled
-from rlcli.training.optim import adam
-from rlcli.training.threads import ThreadPlan
 
 
 class SACConfig(AlgoConfig):

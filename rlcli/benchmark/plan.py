@@ -17,14 +17,14 @@ import yaml
 from pydantic import Field, ValidationError
 
 from rlcli.algos import resolve
+from rlcli.algos.threads import available_cores
 from rlcli.benchmark.scores import data_dir
 from rlcli.config import Frozen, deep_merge, parse_overrides
 from rlcli.envs import import_env_module, make_vec_env
 from rlcli.envs.registry import resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
-from rlcli.runs.names import safe_name
+from rlcli.share.names import safe_name
 from rlcli.training.agents import check_spaces
-from rlcli.training.threads import available_cores
 
 RUNS_DIR = "runs"
 DEFAULT_ROOT = Path("benchmarks")

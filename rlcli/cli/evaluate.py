@@ -9,9 +9,9 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Backend, Best, Deterministic, Episodes, Run, Seed
-from rlcli.runs.names import resolve_run
 from rlcli.runs.rundir import RunDir
 from rlcli.selfplay.opponents import FIXED
+from rlcli.share.names import resolve_run
 from rlcli.training.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
 from rlcli.training.evaluation import SEATS, evaluate, match
 

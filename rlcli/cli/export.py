@@ -10,7 +10,7 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Best, Run
-from rlcli.runs.names import resolve_run
+from rlcli.share.names import resolve_run
 
 
 class ExportFormat(str, Enum):

@@ -11,8 +11,8 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
-from rlcli.runs.names import resolve_run
 from rlcli.runs.rundir import RunDir
+from rlcli.share.names import resolve_run
 
 
 @app.command(help="Watch an agent play, or record it: rlcli play RUN --video agent.mp4; play a game against it: "
@@ -58,7 +58,7 @@ def play(
 
 def play_human(run: RunDir, seat: int, games: int, seed: int, deterministic: bool, best: bool) -> None:
     """Games in the terminal: the board, the legal moves, the person's move asked for until it is legal."""
-    from rlcli.selfplay.human import HumanGame, IllegalMove
+    from rlcli.share.human import HumanGame, IllegalMove
 
     session = HumanGame(run, seat, seed, deterministic, best)
     try:

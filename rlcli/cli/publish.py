@@ -9,7 +9,7 @@ import typer
 
 from rlcli.cli.app import app
 from rlcli.cli.options import Episodes, Run, Seed
-from rlcli.runs.names import resolve_run
+from rlcli.share.names import resolve_run
 
 
 @app.command(help="Evaluate an agent and publish it to the Hugging Face Hub in one commit. "

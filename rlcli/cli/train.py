@@ -1,5 +1,5 @@
 """``rlcli train``: tuned hyperparameters, a live progress display, evaluation, checkpoints, resume; with
-``--nproc N``, or under torchrun, one run trained by several processes (rlcli.training.world)."""
+``--nproc N``, or under torchrun, one run trained by several processes (rlcli.algos.world)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from rlcli.algos import DEFAULT, resolve
+from rlcli.algos.world import SINGLE, PeerLost, World, check_gpus, envs_per_process, join
 from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import RunConfig, deep_merge, parse_overrides
@@ -25,14 +26,13 @@ from rlcli.errors import StorageError, UsageError
 from rlcli.jobs.interrupts import not_noted, term_as_interrupt
 from rlcli.runs.checkpoint import CONFIG
 from rlcli.runs.lock import RunLock
-from rlcli.runs.names import default_run_dir
 from rlcli.runs.rundir import RunDir, load_config, read_meta, shipped
 from rlcli.selfplay.opponents import FIXED
+from rlcli.share.names import default_run_dir
 from rlcli.training.agents import check_distributed
 from rlcli.training.hooks import load_stop_hook
 from rlcli.training.launch import LAUNCHED, PEER_LOST_EXIT, launch, without_option
 from rlcli.training.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
-from rlcli.training.world import SINGLE, PeerLost, World, check_gpus, envs_per_process, join
 
 
 class ProgressDisplay:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rlcli.cli.app import app
-from rlcli.runs.names import ZooAgent, zoo_agents, zoo_dir
+from rlcli.share.names import ZooAgent, zoo_agents, zoo_dir
 
 
 @app.command("zoo", help="List the agents in zoo/ with their scores; play one with: rlcli play CartPole-v1")

@@ -14,6 +14,7 @@ from gymnasium.envs.registration import EnvSpec, parse_env_id
 
 from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
+from rlcli.envs.modules import import_user_module
 from rlcli.envs.pettingzoo_ids import (
     KNOWN_NAMES,
     close_pettingzoo_ids,
@@ -22,7 +23,6 @@ from rlcli.envs.pettingzoo_ids import (
     resolve_pettingzoo_id,
 )
 from rlcli.errors import UsageError
-from rlcli.training.hooks import import_user_module
 
 ATARI_PREFIX = "ALE/"
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported

@@ -3,7 +3,7 @@
 State lives in module buffers, so it is saved in ``model.safetensors`` with the weights and restored
 with them; evaluation uses the statistics frozen.
 
-Several processes training one run (``rlcli.training.world``) each see their own envs' data; their statistics
+Several processes training one run (``rlcli.algos.world``) each see their own envs' data; their statistics
 are pooled once per rollout (``pool_statistics``), so that every process holds what one process having
 seen all of it would.
 """

@@ -1,3 +1,2 @@
-"""Runs on disk: run names (paths, zoo agents, ``hf://``; ``names``), the run directory read once
-(``rundir``) over its checkpoint files written all or none (``checkpoint``), and the one-writer lock
-(``lock``)."""
+"""Runs on disk: the run directory read once (``rundir``) over its checkpoint files written all or none
+(``checkpoint``), and the one-writer lock (``lock``)."""

@@ -1,4 +1,2 @@
-"""Training: the loop in named phases (``train``), learners, the only code that steps envs while training
-(``learners``), rollout and replay storage (``buffers``), evaluation, the agent and env of a config
-(``agents``), optimiser, compiling, threads, metric sinks, stop hooks, exact resume's random state, and a
-run's processes (``world``, ``launch``)."""
+"""Training: the loop in named phases (``train``), the env, agent and learner of a config (``agents``),
+evaluation, metric sinks, stop hooks, exact resume's random state, and ``--nproc`` (``launch``)."""

@@ -8,12 +8,12 @@ import torch
 
 from rlcli.algos import REGISTRY, spec_for
 from rlcli.algos.base import Agent, Learner
+from rlcli.algos.threads import ThreadPlan, available_cores
+from rlcli.algos.world import SINGLE, World
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv, env_group, import_env_module, make_vec_env
 from rlcli.errors import CheckpointError, UsageError
 from rlcli.runs.rundir import RunDir
-from rlcli.training.threads import ThreadPlan, available_cores
-from rlcli.training.world import SINGLE, World
 
 EVAL_ENVS = 8  # `rlcli eval` and publish: the setting every published evaluation of a run was made with
 

@@ -17,7 +17,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from rlcli.training.threads import available_cores
+from rlcli.algos.threads import available_cores
 
 PEER_LOST_EXIT = 75  # what a process exits with when another one ended first
 LAUNCHED = "RLCLI_LAUNCHED"  # set for the processes started here: the launcher names a failed one, they need not

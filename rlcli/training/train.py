@@ -8,7 +8,7 @@ then saves continues exactly on resume (``rlcli.training.resume``); a second one
 they are and fresh episodes on resume, as does a Ctrl-C that lands in an evaluation, which is dropped and
 done again on resume.
 
-Several processes (``rlcli.training.world``) train one run in step: each steps its own envs and learns from its
+Several processes (``rlcli.algos.world``) train one run in step: each steps its own envs and learns from its
 rollout with the others (see rlcli.algos.ppo); the lead (rank 0) alone logs, evaluates and writes the run
 directory, gathering what the others must save. A Ctrl-C there is noted rather than raised, the processes
 agree after each iteration whether any was interrupted, and all stop together with one checkpoint; it
@@ -31,6 +31,8 @@ import torch
 
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
+from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.world import SINGLE, World, envs_per_process
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
 from rlcli.envs.faults import NonFiniteEnvOutput
@@ -46,8 +48,6 @@ from rlcli.training.agents import build_agent, build_learner, cores_each, load_m
 from rlcli.training.evaluation import evaluate_run
 from rlcli.training.hooks import load_stop_hook
 from rlcli.training.sinks import CSVSink, MetricSink, TensorBoardSink, WandbSink
-from rlcli.training.threads import ThreadPlan
-from rlcli.training.world import SINGLE, World, envs_per_process
 
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as
 # the longest episode rather than two of them

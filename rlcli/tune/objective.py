@@ -14,7 +14,7 @@ from rlcli.benchmark.scores import normalization_for, normalizations
 from rlcli.config import RunConfig, deep_merge, hyperparams_for
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
-from rlcli.runs.names import safe_name
+from rlcli.share.names import safe_name
 from rlcli.tune.space import SearchSpace
 from rlcli.tune.spec import TuneSpec
 from rlcli.tune.storage import describe_error

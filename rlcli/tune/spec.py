@@ -9,7 +9,7 @@ from pydantic import Field
 
 from rlcli.algos import DEFAULT
 from rlcli.config import Frozen
-from rlcli.runs.names import safe_name
+from rlcli.share.names import safe_name
 from rlcli.tune.space import SearchSpace
 
 SAMPLERS = ("tpe", "random", "cmaes")

@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
+from rlcli.algos.learners import RolloutCollector
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
 from rlcli.config import NetworkConfig
@@ -17,7 +18,6 @@ from rlcli.errors import UsageError
 from rlcli.share.export import TOLERANCE, _export_onnx, _export_torchscript, compare_episodes, policy_module
 from rlcli.training.agents import build_agent, make_env, resolve_device
 from rlcli.training.evaluation import Episodes
-from rlcli.training.learners import RolloutCollector
 
 runner = CliRunner()
 

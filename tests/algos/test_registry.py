@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from rlcli import algos, config
 from rlcli.algos import REGISTRY, ppo, register, spec_for
 from rlcli.algos.base import AlgoSpec
+from rlcli.algos.buffers import RolloutBatch
+from rlcli.algos.learners import OnPolicyLearner
+from rlcli.algos.threads import ThreadPlan
 from rlcli.cli import app
 from rlcli.runs.rundir import RunDir
-from rlcli.training.buffers import RolloutBatch
-from rlcli.training.learners import OnPolicyLearner
-from rlcli.training.threads import ThreadPlan
 
 runner = CliRunner()
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 from torch import nn
 
+from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.sac import SAC, SACConfig, polyak_update
 from rlcli.nets.models import SquashedGaussianActor, squashed_gaussian_log_prob
-from rlcli.training.buffers import ReplayBatch
 
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import SAC as SB3SAC  # noqa: E402

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
+from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
+from rlcli.algos.threads import ThreadPlan, torch_threads
 from rlcli.envs import StepResult, VecEnv
 from rlcli.envs.faults import rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
-from rlcli.training.buffers import ReplayBuffer, RolloutBuffer
-from rlcli.training.threads import ThreadPlan, torch_threads
 
 if TYPE_CHECKING:
     from rlcli.algos.base import Metrics, OffPolicyAgent, OnPolicyAgent
