@@ -43,6 +43,7 @@ class _Spaces:
 
     def __init__(self, obs: gym.Space, action: gym.Space, n: int) -> None:
         self.single_observation_space, self.single_action_space, self.num_envs = obs, action, n
+        self.obs_layout = None  # a Box env without a mask
 
 
 def _sync(device: torch.device) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlcli.algos.ppo import PPOConfig
-from rlcli.envs import make_vec_env
+from rlcli.envs import ManyAgentEnv, SavableEnv, TurnBasedEnv, agents_per_env, make_vec_env
 from rlcli.errors import UsageError
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
@@ -141,3 +141,18 @@ def test_a_missing_simulator_is_one_line_naming_the_extra():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "error: Hopper-v5 needs MuJoCo, which is not installed: pip install 'rlcli[mujoco]'"
+
+
+def test_env_capabilities_are_protocols_checked_by_isinstance():
+    pytest.importorskip("pettingzoo")
+    single, spread, game = (make_vec_env("CartPole-v1", 2, 0, backend="gymnasium"),
+                            make_vec_env("mpe2.simple_spread_v3", 2, 0), make_vec_env("tictactoe_v3", 2, 0))
+    try:
+        assert isinstance(single, SavableEnv) and not isinstance(single, ManyAgentEnv | TurnBasedEnv)
+        assert isinstance(spread, ManyAgentEnv) and not isinstance(spread, SavableEnv | TurnBasedEnv)
+        assert isinstance(game, TurnBasedEnv) and not isinstance(game, ManyAgentEnv | SavableEnv)
+        assert (agents_per_env(single), agents_per_env(spread), agents_per_env(game)) == (1, 3, 1)
+        assert spread.num_envs == 2 * 3 and spread.agents == ["agent_0", "agent_1", "agent_2"]
+    finally:
+        for env in (single, spread, game):
+            env.close()

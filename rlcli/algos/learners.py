@@ -11,7 +11,7 @@ import torch
 
 from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.algos.threads import ThreadPlan, torch_threads
-from rlcli.envs import StepResult, VecEnv
+from rlcli.envs import ManyAgentEnv, StepResult, VecEnv, agents_per_env
 from rlcli.envs.faults import rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
 
@@ -129,7 +129,7 @@ class OnPolicyLearner:
         """Returns (env steps taken, metrics); raises NonFiniteEnvOutput, before the update, where the env
         returned a NaN or an infinity."""
         cfg, env = self.cfg, self.collector.env
-        agents = getattr(env, "agents_per_env", 1)
+        agents = agents_per_env(env)
         rollout = self.collector.collect()
         fault = rollout_fault(rollout.obs, rollout.rewards, env.obs_layout, step, env.num_envs // agents)
         if fault is not None:
@@ -138,9 +138,9 @@ class OnPolicyLearner:
         with torch_threads(self.plan.updating):
             metrics = self.agent.update(batch, progress=step / cfg.steps)
         out = {k: float(v) for k, v in metrics.items()}
-        if agents > 1:
+        if agents > 1 and isinstance(env, ManyAgentEnv):
             means = self.collector.episodes.drain_agents()
-            for name, value in zip(env.agents, [] if means is None else means, strict=False):  # type: ignore[attr-defined]
+            for name, value in zip(env.agents, [] if means is None else means, strict=False):
                 out[f"charts/episode_return/{name}"] = float(value)
         return env.num_envs // agents * cfg.n_steps, out
 
@@ -174,7 +174,7 @@ class RolloutCollector:
         # a recurrent policy's state, and where the current rows start an episode (their state is zero)
         self.state = agent.initial_state(env.num_envs)
         self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
-        self.episodes = EpisodeTracker(env.num_envs, getattr(env, "agents_per_env", 1))
+        self.episodes = EpisodeTracker(env.num_envs, agents_per_env(env))
 
     def live_state(self) -> Snapshot:
         """What the next rollout continues from: the observations it acts on first, which rows follow a reset

@@ -141,14 +141,13 @@ def random_multiagent_return(env_id: str, episodes: int = 100, seed: int = 0) ->
     simultaneous-move env's team return with every agent's action drawn from its seeded action space."""
     import numpy as np
 
-    from rlcli.envs import make_vec_env
+    from rlcli.envs import TurnBasedEnv, make_vec_env
     from rlcli.envs.seats import FixedOpponents, RandomOpponent
     from rlcli.selfplay.opponents import fixed_opponent
 
     env = make_vec_env(env_id, 1, seed)
-    game = hasattr(env, "opponents")
-    if game:
-        env.opponents = FixedOpponents(fixed_opponent("scripted" if env.game else "random", env.game,  # type: ignore[attr-defined]
+    if isinstance(env, TurnBasedEnv):
+        env.opponents = FixedOpponents(fixed_opponent("scripted" if env.game else "random", env.game,
                                                       env.obs_layout, seed + 1))
         mover = RandomOpponent(env.obs_layout, seed)  # type: ignore[arg-type]
         draw = mover.act

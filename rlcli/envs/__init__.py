@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlcli.envs.base import StepResult, VecEnv
+from rlcli.envs.base import ManyAgentEnv, SavableEnv, StepResult, TurnBasedEnv, VecEnv, agents_per_env
 from rlcli.envs.registry import (
     env_group,
     envpool_name,
@@ -18,7 +18,8 @@ from rlcli.errors import UsageError
 if TYPE_CHECKING:
     from rlcli.config import MultiAgentConfig
 
-__all__ = ["StepResult", "VecEnv", "env_group", "import_env_module", "make_vec_env"]
+__all__ = ["ManyAgentEnv", "SavableEnv", "StepResult", "TurnBasedEnv", "VecEnv", "agents_per_env", "env_group",
+           "import_env_module", "make_vec_env"]
 
 
 def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",

@@ -9,7 +9,7 @@ observation, which is simply the next row's value estimate.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,43 @@ class VecEnv(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SavableEnv(Protocol):
+    """An env whose state mid-episode a checkpoint can hold (gymnasium's and envpool's backends; not
+    PettingZoo's), so that a resumed run continues exactly."""
+
+    def state(self) -> Snapshot: ...
+
+    def load_state(self, snapshot: Snapshot) -> None: ...
+
+
+@runtime_checkable
+class ManyAgentEnv(Protocol):
+    """A vector env whose rows are agents (PettingZoo's parallel worlds): ``agents_per_env`` consecutive rows
+    are one env's agents, ``agents`` their names in row order."""
+
+    agents_per_env: int
+    agents: list[str]
+
+
+@runtime_checkable
+class TurnBasedEnv(Protocol):
+    """A turn-based game (rlcli.envs.turns), one row a game: the learner plays from ``seat`` (None: the seat
+    alternates game by game) against ``opponents``, an OpponentSource asked at the start of every game."""
+
+    env_id: str
+    game: Any  # the rules behind a scripted player (rlcli.envs.games), None where rlcli has none
+    players: list[str]
+    seat: int | None
+    opponents: Any
+    obs_layout: ObsLayout
+
+
+def agents_per_env(env: object) -> int:
+    """Rows an env takes: its agents in a many-agent env, else 1."""
+    return env.agents_per_env if isinstance(env, ManyAgentEnv) else 1
 
 
 def float32_space(space: gym.Space) -> gym.Space:

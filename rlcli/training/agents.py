@@ -63,7 +63,7 @@ def check_spaces(algo: str, env: VecEnv) -> None:
     """Raises a UsageError when ``algo`` cannot act in ``env``: its spaces, or a Dict observation or an
     action mask (the env's ``obs_layout``) that the algorithm does not read."""
     spec = spec_for(algo)
-    layout = getattr(env, "obs_layout", None)
+    layout = env.obs_layout
     if layout is not None and not spec.takes_layout:
         what = "an action mask" if layout.observed_keys == ("observation",) else "Dict observations"
         raise UsageError(f"{algo} does not take {what}; train this environment with ppo")
@@ -75,7 +75,7 @@ def build_agent(cfg: RunConfig, env: VecEnv, device: torch.device, world: World 
     algorithm cannot act in them."""
     spec = spec_for(cfg.algo.algo)
     check_spaces(cfg.algo.algo, env)
-    layout = getattr(env, "obs_layout", None)
+    layout = env.obs_layout
     extra: dict[str, object] = {} if layout is None else {"obs_layout": layout}  # a Box env's agent as it always was
     if world.size > 1:
         check_distributed(cfg)

@@ -12,7 +12,7 @@ from torch import nn
 
 from rlcli.algos.base import Agent
 from rlcli.config import RunConfig
-from rlcli.envs import VecEnv
+from rlcli.envs import ManyAgentEnv, TurnBasedEnv, VecEnv, agents_per_env
 from rlcli.envs.seats import FixedOpponents, Opponent
 from rlcli.errors import UsageError
 from rlcli.runs.rundir import RunDir
@@ -71,7 +71,7 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
     """Runs ``episodes`` full games (all lives), spread evenly over the envs so that short episodes
     are not over-represented; returns their unclipped returns and lengths in env steps. In an env of
     several agents (``agents_per_env`` rows), an episode's return is the team's: its agents' summed."""
-    agents = getattr(env, "agents_per_env", 1)
+    agents = agents_per_env(env)
     n = env.num_envs // agents
     targets = np.array([(episodes + i) // n for i in range(n)])
     done_counts = np.zeros(n, dtype=np.int64)
@@ -79,7 +79,7 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int, deterministic: bool = Tru
     ep_lengths = np.zeros(n, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
-    names = list(getattr(env, "agents", [])) if agents > 1 else []
+    names = list(env.agents) if isinstance(env, ManyAgentEnv) and agents > 1 else []
     agent_returns: dict[str, list[float]] = {name: [] for name in names}
     prev_done = np.zeros(env.num_envs, dtype=bool)
     act = Actor(agent.policy(deterministic), env.num_envs, agent.device)
@@ -132,41 +132,42 @@ SEATS = ("first", "second", "third", "fourth")
 
 def is_game(env: VecEnv) -> bool:
     """Whether ``env`` is a turn-based game played against opponents (``rlcli.envs.turns``)."""
-    return hasattr(env, "opponents") and hasattr(env, "seat")
+    return isinstance(env, TurnBasedEnv)
 
 
-def evaluate_game(agent: Agent, env: VecEnv, opponent: Opponent, games: int, deterministic: bool = True
+def evaluate_game(agent: Agent, env: TurnBasedEnv, opponent: Opponent, games: int, deterministic: bool = True
                   ) -> GameResult:
     """``games`` games against ``opponent`` from each seat of the turn-based game ``env``; the env's own
     opponents and seating are restored after."""
-    saved = env.opponents, env.seat  # type: ignore[attr-defined]
-    env.opponents = FixedOpponents(opponent)  # type: ignore[attr-defined]
+    saved = env.opponents, env.seat
+    env.opponents = FixedOpponents(opponent)
     try:
         seats = []
-        for seat in range(len(env.players)):  # type: ignore[attr-defined]
-            env.seat = seat  # type: ignore[attr-defined]
-            seats.append(evaluate(agent, env, games, deterministic))
+        for seat in range(len(env.players)):
+            env.seat = seat
+            seats.append(evaluate(agent, env, games, deterministic))  # type: ignore[arg-type]
     finally:
-        env.opponents, env.seat = saved  # type: ignore[attr-defined]
+        env.opponents, env.seat = saved
     return GameResult(opponent.name, seats)
 
 
-def eval_opponents(cfg: RunConfig, env: VecEnv, seed: int, names: Sequence[str] | None = None) -> list[Opponent]:
+def eval_opponents(cfg: RunConfig, env: TurnBasedEnv, seed: int, names: Sequence[str] | None = None
+                   ) -> list[Opponent]:
     """The fixed players a game's agent is measured against: ``names``, else the run's
     ``multiagent.eval_opponents``, else the game's scripted player (where rlcli has one) and random."""
-    game = env.game  # type: ignore[attr-defined]
+    game = env.game
     chosen = names or cfg.env.multiagent.eval_opponents or (("scripted", "random") if game else ("random",))
     return [fixed_opponent(name, game, env.obs_layout, seed + i) for i, name in enumerate(chosen)]
 
 
-def game_opponent(env: VecEnv, opponent: str | RunDir, seed: int) -> Opponent:
+def game_opponent(env: TurnBasedEnv, opponent: str | RunDir, seed: int) -> Opponent:
     """The opponent named on a command line (random, scripted, or a run of the same game playing its
     deterministic policy) for the turn-based game ``env``."""
     if not isinstance(opponent, RunDir):
-        return fixed_opponent(opponent, env.game, env.obs_layout, seed)  # type: ignore[attr-defined]
-    if opponent.cfg.env.id != getattr(env, "env_id", None):
-        raise UsageError(f"--opponent {opponent.path} plays {opponent.cfg.env.id}, not {env.env_id}")  # type: ignore[attr-defined]
-    other = agent_from_run(opponent, env, resolve_device("cpu"))
+        return fixed_opponent(opponent, env.game, env.obs_layout, seed)
+    if opponent.cfg.env.id != env.env_id:
+        raise UsageError(f"--opponent {opponent.path} plays {opponent.cfg.env.id}, not {env.env_id}")
+    other = agent_from_run(opponent, env, resolve_device("cpu"))  # type: ignore[arg-type]
     return PolicyOpponent(str(opponent.path), other.policy(deterministic=True))
 
 
@@ -228,7 +229,7 @@ def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: boo
         if opponent is not None:
             if not is_game(env):
                 raise UsageError(f"{run.cfg.env.id} is not a turn-based game: --opponent plays games only")
-            env.opponents = FixedOpponents(game_opponent(env, opponent, seed + 1))  # type: ignore[attr-defined]
+            env.opponents = FixedOpponents(game_opponent(env, opponent, seed + 1))
         on_frame = (lambda: frames.append(env.render())) if render_mode == "rgb_array" else None  # type: ignore[attr-defined]
         result = evaluate(agent, env, episodes, deterministic, on_frame=on_frame)
         fps = env.render_fps if render_mode is not None else None  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rlcli.algos.base import Learner
-from rlcli.envs import VecEnv
+from rlcli.envs import SavableEnv, VecEnv
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 
 
@@ -51,7 +51,7 @@ def capture(env: VecEnv, learner: Learner, bookkeeping: dict[str, Any], generato
     training's own JSON values; ``generators``: ``random_state()`` as it stands at this point of the run."""
     if not replay_saved and learner.buffer_tensors():
         return None, "the replay buffer is not saved (train with --save-buffer)"
-    if not hasattr(env, "state"):
+    if not isinstance(env, SavableEnv):
         return None, f"the {env.backend} backend cannot save its envs' state"
     try:
         envs = env.state()
