@@ -17,7 +17,8 @@ from rlcli.algos.world import SINGLE, join
 
 ENVS, STEPS = 4, 16  # each process's rollout
 CONFIG = {"n_steps": STEPS, "minibatch_size": 32, "n_epochs": 3, "learning_rate": 1e-3, "lr_schedule": "adaptive_kl",
-          "kl_target": 5e-4, "normalize_obs": True, "normalize_reward": True, "ent_coef": 0.01}
+          "kl_target": 5e-4, "normalize_obs": True, "normalize_reward": True, "normalize_value": True,
+          "ent_coef": 0.01}
 OBS, ACTIONS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(3)
 
 

@@ -50,7 +50,7 @@ def test_a_process_share_of_a_mean_and_pooled_advantages_in_one_process_are_the_
 
 def test_one_update_by_two_processes_equals_one_process_over_their_rows(tmp_path):
     """Two processes of 4 envs x 16 steps each make one update (3 epochs of 4 minibatches of 32 rows, 16 from
-    each, the adaptive-KL schedule, observation and reward normalisation); one process over both processes' rows,
+    each, the adaptive-KL schedule, observation, reward and value normalisation); one process over both processes' rows,
     drawn into the same minibatches, makes the same. The weights agree to 1e-6: the same sums taken in another
     order (two half sums and an all-reduce; the advantages' moments in float64) differ in float32's last bits,
     about 6e-8 at these weights' size (0.5-1), and twelve Adam steps, which divide each gradient by its own running

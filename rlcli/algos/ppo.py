@@ -35,7 +35,7 @@ from rlcli.envs.layout import ObsLayout
 from rlcli.errors import UsageError
 from rlcli.nets.grouped import GroupedActorCritic
 from rlcli.nets.models import ActorCritic, ActorCriticPolicy, PolicySample, training_precision
-from rlcli.nets.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, pool_statistics
+from rlcli.nets.normalization import ObsNormalizer, RewardScaler, RunningMeanStd, ValueNormalizer, pool_statistics
 from rlcli.nets.recurrent import RecurrentActorCritic, RecurrentPolicy
 
 MIN_LR, MAX_LR = 1e-6, 1e-2  # adaptive-KL bounds, as rl_games
@@ -66,6 +66,9 @@ class PPOConfig(AlgoConfig):
     """constant, linear to zero, or adaptive_kl (rl_games': /1.5 above twice kl_target, x1.5 below half)."""
     kl_target: Annotated[float, Field(gt=0)] = 0.008
     """The KL per epoch the adaptive_kl schedule aims at."""
+    lr_adapt_every: Literal["epoch", "minibatch"] = "epoch"
+    """When adaptive_kl picks the next learning rate: after each epoch from its mean KL, or after each
+    minibatch from that minibatch's KL (rl_games' default)."""
     clip_range: Annotated[float, Field(gt=0)] = 0.2
     """PPO's ratio clipping."""
     clip_range_schedule: Literal["constant", "linear"] = "constant"
@@ -86,6 +89,14 @@ class PPOConfig(AlgoConfig):
     """Observations standardised by running statistics (saved with the run)."""
     normalize_reward: bool = False
     """Rewards scaled by the running standard deviation of the discounted return."""
+    reward_scale: Annotated[float, Field(gt=0)] = 1.0
+    """Rewards multiplied by this before any normalisation (rl_games' reward_shaper.scale_value)."""
+    normalize_value: bool = False
+    """The critic learns value targets standardised by their running statistics (rl_games'
+    normalize_value); its outputs are mapped back to returns."""
+    smooth_clip: bool = False
+    """PPO's ratio clipped by a sigmoid that passes 1 with slope 1 and saturates at the clip range (rl_games'
+    use_smooth_clamp), instead of a hard clamp."""
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
     """Normalised observations clipped to +- this."""
     network: NetworkConfig = NetworkConfig()
@@ -210,11 +221,19 @@ def row_mean(values: torch.Tensor, total: torch.Tensor | None = None) -> torch.T
     return values.mean() if total is None else values.sum() / total
 
 
-def clipped_surrogate_loss(advantages: torch.Tensor, ratio: torch.Tensor, clip: float,
-                           total: torch.Tensor | None = None) -> torch.Tensor:
-    """PPO's clipped objective, negated to a loss: mean of max(-A r, -A clip(r, 1 - clip, 1 + clip))
-    (``total``: see ``row_mean``)."""
-    return row_mean(torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)), total)
+def smooth_clamp(x: torch.Tensor, low: float | torch.Tensor, high: float | torch.Tensor) -> torch.Tensor:
+    """A sigmoid from ``low`` to ``high`` through their midpoint with slope 1 there (rl_games'
+    smooth_clamp): ``low + (high - low) * sigmoid(4 (x - low) / (high - low) - 2)``."""
+    width = high - low
+    return low + width * torch.sigmoid(4.0 * (x - low) / width - 2.0)
+
+
+def clipped_surrogate_loss(advantages: torch.Tensor, ratio: torch.Tensor, clip: float | torch.Tensor,
+                           total: torch.Tensor | None = None, smooth: bool = False) -> torch.Tensor:
+    """PPO's clipped objective, negated to a loss: mean of max(-A r, -A clip(r, 1 - clip, 1 + clip)),
+    the clip a sigmoid where ``smooth`` (``total``: see ``row_mean``)."""
+    clipped = smooth_clamp(ratio, 1.0 - clip, 1.0 + clip) if smooth else ratio.clamp(1.0 - clip, 1.0 + clip)
+    return row_mean(torch.max(-advantages * ratio, -advantages * clipped), total)
 
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
@@ -271,6 +290,7 @@ class PPO(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs,
                                       obs_layout.mask_columns() if obs_layout else ())
         self.reward_scaler = RewardScaler(n_envs, cfg.gamma, cfg.normalize_reward)
+        self.value_norm = ValueNormalizer(cfg.normalize_value)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
         for stats in self._shared_statistics():  # on the device: what they pool is read there
@@ -368,19 +388,21 @@ class PPO(nn.Module):
 
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         with self.training_precision():
-            return self._value_of(sample)
+            return self.value_norm.denormalize(self._value_of(sample))
 
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """State values of raw observations (the bootstrap after a rollout's last step)."""
         with self.training_precision():
             if state is None:
-                return self.net.value(self.obs_norm(obs))
-            return self.net.value(self.obs_norm(obs), state)  # type: ignore[call-arg]
+                return self.value_norm.denormalize(self.net.value(self.obs_norm(obs)))
+            return self.value_norm.denormalize(self.net.value(self.obs_norm(obs), state))  # type: ignore[call-arg]
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return self.net.env_actions(actions)
 
     def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        if self.cfg.reward_scale != 1.0:
+            rewards = rewards * self.cfg.reward_scale
         return self.reward_scaler(rewards, dones) if self.reward_scaler.enabled else rewards
 
     def running_state(self) -> dict[str, torch.Tensor]:
@@ -398,17 +420,23 @@ class PPO(nn.Module):
         elif cfg.lr_schedule == Schedule.constant:
             self.learning_rate = cfg.learning_rate
         clip = cfg.clip_range * (max(1.0 - progress, 0.0) if cfg.clip_range_schedule == "linear" else 1.0)
+        sequences = isinstance(batch, SequenceBatch)
+        self.value_norm.update(batch.returns[batch.valid] if sequences else batch.returns)
         if self.world.size > 1:
             self.learning_rate, clip = self.world.agree(self.learning_rate, clip)
             pool_statistics(self._shared_statistics(), self.world.all_gather)
         self._set_lr(self.learning_rate)
         clip_t = self._clip.fill_(clip)
+        raw = batch
+        if self.value_norm.enabled:  # the critic learns, and is clipped, in the standardised scale
+            batch = batch._replace(values=self.value_norm.normalize(batch.values),
+                                   returns=self.value_norm.normalize(batch.returns))
 
-        sequences = isinstance(batch, SequenceBatch)
         n, size = (batch.obs.shape[1], cfg.minibatch_size // cfg.n_steps) if sequences else (
             batch.obs.shape[0], cfg.minibatch_size)
         count = self._minibatch_count(n, size)
         sums = torch.zeros(6, device=self.device)  # policy, value, entropy, kl, clipfrac, count
+        adapt = cfg.lr_adapt_every if cfg.lr_schedule == Schedule.adaptive_kl else None
         for _ in range(cfg.n_epochs):
             epoch_kl = torch.zeros((), device=self.device)
             n_minibatches = 0
@@ -417,12 +445,14 @@ class PPO(nn.Module):
                 sums += stats
                 epoch_kl += stats[3]
                 n_minibatches += 1
-            if cfg.lr_schedule == Schedule.adaptive_kl:
+                if adapt == "minibatch":
+                    self._adapt_learning_rate(stats[3], 1)
+            if adapt == "epoch":
                 self._adapt_learning_rate(epoch_kl, n_minibatches)
 
         with torch.no_grad():
-            returns, values = (batch.returns[batch.valid], batch.values[batch.valid]) if sequences else (
-                batch.returns, batch.values)
+            returns, values = (raw.returns[raw.valid], raw.values[raw.valid]) if sequences else (
+                raw.returns, raw.values)
             if self.world.size > 1:
                 explained = self._pool_metrics(sums, returns, values)
             else:
@@ -441,7 +471,7 @@ class PPO(nn.Module):
         """The normalisation statistics in use, which several processes pool."""
         if self.world.size == 1:
             return []
-        return [norm.rms for norm in (self.obs_norm, self.reward_scaler) if norm.enabled]
+        return [norm.rms for norm in (self.obs_norm, self.reward_scaler, self.value_norm) if norm.enabled]
 
     def _minibatch_count(self, n: int, size: int) -> int | None:
         """Minibatches per epoch where several processes split each (None for one process): as many as one
@@ -530,7 +560,7 @@ class PPO(nn.Module):
             total, advantages = pooled_standardize(advantages, self.world, cfg.normalize_advantage)
         elif cfg.normalize_advantage and advantages.numel() > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        policy_loss = clipped_surrogate_loss(advantages, ratio, clip, total)
+        policy_loss = clipped_surrogate_loss(advantages, ratio, clip, total, cfg.smooth_clip)
         value_loss = clipped_value_loss(values, old_values, returns, cfg.clip_value, total)
         entropy_mean = row_mean(entropy, total)
         # without an entropy bonus its term adds exact zeros to the loss and the logits' gradient: left out,

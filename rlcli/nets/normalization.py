@@ -139,3 +139,35 @@ class RewardScaler(nn.Module):
         self.rms.update(self.returns)
         self.returns.masked_fill_(dones, 0.0)
         return (rewards / torch.sqrt(self.rms.var + 1e-8).float()).clamp(-self.clip, self.clip)
+
+
+class ValueNormalizer(nn.Module):
+    """The critic learns standardised returns: its targets are (return - mean) / std by the running
+    statistics of the value targets, and its outputs are mapped back before they meet rewards (rl_games'
+    ``normalize_value``). Disabled, it holds no statistics, so runs without it save what they always did."""
+
+    def __init__(self, enabled: bool) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.rms = RunningMeanStd(()) if enabled else None
+
+    def _moments(self) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.rms is not None, "a disabled ValueNormalizer has no statistics"
+        return self.rms.mean.float(), torch.sqrt(self.rms.var + 1e-8).float()
+
+    @torch.no_grad()
+    def update(self, targets: torch.Tensor) -> None:
+        if self.rms is not None:
+            self.rms.update(targets.reshape(-1))
+
+    def normalize(self, values: torch.Tensor) -> torch.Tensor:
+        if self.rms is None:
+            return values
+        mean, std = self._moments()
+        return (values - mean) / std
+
+    def denormalize(self, values: torch.Tensor) -> torch.Tensor:
+        if self.rms is None:
+            return values
+        mean, std = self._moments()
+        return values * std + mean

@@ -1,10 +1,24 @@
-"""PPO's pure functions against hand-computed cases: the clipped surrogate, the clipped value loss and the
-adaptive-KL learning rate."""
+"""PPO's pure functions against hand-computed cases: the clipped surrogate (hard and smooth), the clipped
+value loss and the adaptive-KL learning rate; and the agent's reward scale, value normaliser and
+per-minibatch schedule on one hand-made rollout."""
 
+import math
+
+import gymnasium as gym
 import pytest
 import torch
 
-from rlcli.algos.ppo import MAX_LR, MIN_LR, adaptive_kl_lr, clipped_surrogate_loss, clipped_value_loss
+from rlcli.algos.buffers import RolloutBatch
+from rlcli.algos.ppo import (
+    MAX_LR,
+    MIN_LR,
+    PPO,
+    PPOConfig,
+    adaptive_kl_lr,
+    clipped_surrogate_loss,
+    clipped_value_loss,
+    smooth_clamp,
+)
 
 
 def surrogate(advantages, ratio, clip=0.2, requires_grad=False):
@@ -80,3 +94,78 @@ def test_adaptive_kl_lr_bounds():
     assert adaptive_kl_lr(MIN_LR, kl=1.0, target=0.01) == MIN_LR
     assert adaptive_kl_lr(8e-3, kl=0.0, target=0.01) == MAX_LR  # 1.2e-2 would be above the ceiling
     assert adaptive_kl_lr(MAX_LR, kl=0.0, target=0.01) == MAX_LR
+
+
+def test_smooth_clamp_runs_through_the_midpoint_with_slope_one_and_saturates_at_the_bounds():
+    x = torch.tensor([1.0, 0.8, 1.2, -50.0, 50.0], requires_grad=True)
+    y = smooth_clamp(x, 0.8, 1.2)
+    sigmoid = lambda z: 1.0 / (1.0 + math.exp(-z))  # noqa: E731
+    assert y.tolist() == pytest.approx([1.0, 0.8 + 0.4 * sigmoid(-2.0), 0.8 + 0.4 * sigmoid(2.0), 0.8, 1.2])
+    y[0].backward()
+    assert x.grad[0].item() == pytest.approx(1.0)  # 0.4 * sigmoid'(0) * 4 / 0.4
+
+
+def test_smooth_surrogate_is_the_pessimistic_side_of_the_sigmoid_clip():
+    # A > 0, r = 1.5: min(1.5 A, smooth(1.5) A) = smooth(1.5) A, just under 1.2 A
+    ratio, advantage = 1.5, 2.0
+    smooth = 0.8 + 0.4 / (1.0 + math.exp(-(4.0 * (ratio - 0.8) / 0.4 - 2.0)))
+    value = clipped_surrogate_loss(torch.tensor([advantage]), torch.tensor([ratio]), 0.2, smooth=True)
+    assert value.item() == pytest.approx(-advantage * smooth)
+    assert 1.18 < smooth < 1.2
+    # A < 0, r = 1.5: the full penalty of r, as with the hard clip
+    value = clipped_surrogate_loss(torch.tensor([-advantage]), torch.tensor([ratio]), 0.2, smooth=True)
+    assert value.item() == pytest.approx(advantage * ratio)
+
+
+def agent(**settings):
+    cfg = PPOConfig(n_envs=2, n_steps=4, minibatch_size=2, n_epochs=3, network={"hidden": [8]}, **settings)
+    box = gym.spaces.Box(-1.0, 1.0, (3,))
+    return PPO(cfg, box, box, 2, torch.device("cpu"))
+
+
+def rollout(n=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    values = torch.randn(n, generator=g) * 3 + 10
+    returns = values + torch.randn(n, generator=g)
+    return RolloutBatch(torch.randn(n, 3, generator=g), torch.rand(n, 3, generator=g) * 2 - 1,
+                        torch.full((n,), -2.0), values, returns - values, returns)
+
+
+def test_reward_scale_multiplies_rewards_before_normalisation():
+    rewards, dones = torch.tensor([1.0, -2.0]), torch.tensor([False, False])
+    assert agent(reward_scale=0.1).scale_rewards(rewards, dones).tolist() == pytest.approx([0.1, -0.2])
+    assert agent().scale_rewards(rewards, dones).tolist() == [1.0, -2.0]
+
+
+def test_value_normaliser_learns_standardised_targets_and_maps_outputs_back():
+    ppo = agent(normalize_value=True)
+    batch = rollout()
+    ppo.update(batch, 0.0)
+    norm = ppo.value_norm
+    # its statistics are the returns' (from the prior of one unit variance at weight 1e-4)
+    assert norm.rms.mean.item() == pytest.approx(batch.returns.double().mean().item(), rel=1e-4)
+    assert norm.rms.var.item() == pytest.approx(batch.returns.double().var(unbiased=False).item(), rel=1e-3)
+    std = math.sqrt(norm.rms.var.item() + 1e-8)
+    assert norm.normalize(batch.returns).tolist() == pytest.approx(
+        ((batch.returns - norm.rms.mean.item()) / std).tolist(), rel=1e-5, abs=1e-5)
+    assert norm.denormalize(norm.normalize(batch.returns)).tolist() == pytest.approx(batch.returns.tolist(), rel=1e-5)
+    # the value the rollout sees is the critic's output mapped back
+    obs = batch.obs[:2]
+    raw = ppo.net.value(ppo.obs_norm(obs))
+    assert ppo.value(obs).tolist() == pytest.approx((raw * std + norm.rms.mean.item()).tolist(), rel=1e-5)
+    assert "value_norm.rms.mean" in ppo.state_dict()
+    assert not any("value_norm" in key for key in agent().state_dict())  # old runs load as they were
+
+
+def test_value_normaliser_off_leaves_values_as_the_critic_gives_them():
+    ppo, obs = agent(), rollout().obs[:2]
+    assert torch.equal(ppo.value(obs), ppo.net.value(ppo.obs_norm(obs)))
+
+
+@pytest.mark.parametrize(("every", "changes"), [("epoch", 3), ("minibatch", 12)])
+def test_adaptive_schedule_adapts_after_each_epoch_or_each_minibatch(every, changes):
+    # 8 rows in minibatches of 2 over 3 epochs: 12 minibatches; a target far above any KL grows the
+    # rate 1.5x at each decision
+    ppo = agent(lr_schedule="adaptive_kl", kl_target=1e3, lr_adapt_every=every, learning_rate=1e-5)
+    ppo.update(rollout(), 0.0)
+    assert ppo.learning_rate == pytest.approx(1e-5 * 1.5 ** changes)
