@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import torch
 
 from rlcli.errors import UsageError
+from rlcli.jobs import interrupts
 
 T = TypeVar("T")
 TIMEOUT = timedelta(minutes=60)  # how long a collective waits for a slow peer (the lead evaluating, saving)
@@ -181,6 +183,35 @@ class World:
         dist.scatter_object_list(out, list(values) if self.lead and values is not None else None, src=0,
                                  group=self.control)
         return out[0]
+
+    @_collective
+    def lead_to_others(self, make: Callable[[], T]) -> T | None:
+        """What the lead makes (``make()``, called there alone) on every other process; None on the lead and
+        in a world of one, which hold it already."""
+        if self.size == 1:
+            return None
+        value = self.from_lead(make() if self.lead else None)
+        return None if self.lead else value
+
+    def ctrl_c(self, on_hold: Callable[[], None] | None) -> AbstractContextManager[Callable[[], bool]]:
+        """How a run's Ctrl-C is met, as a context yielding whether one was noted: one process raises it where
+        it lands (nothing is noted); each of several notes it, and they stop where they agree."""
+        return interrupts.noted(on_hold) if self.size > 1 else interrupts.not_noted()
+
+    def iteration_held(self, on_hold: Callable[[], None] | None) -> AbstractContextManager[None]:
+        """Holds a first Ctrl-C until the iteration ends, ``on_hold`` told, where one process raises it; several
+        note it (``ctrl_c``) and tell it on when they agree."""
+        return interrupts.held(on_hold if self.size == 1 else None)
+
+    def env_threads(self, share: int) -> int | None:
+        """envpool threads for this process's envs: envpool's default in one process; ``share`` (this process's
+        share of the machine's cores) among several, whose pools would otherwise each take every core."""
+        return share if self.size > 1 else None
+
+    def describe(self, n_envs: int) -> dict[str, Any]:
+        """What a checkpoint's meta says of the processes that saved it."""
+        several = {"world": {"nodes": self.nodes, "n_envs_per_process": n_envs}} if self.size > 1 else {}
+        return {"world_size": self.size, **several}
 
     def close(self) -> None:
         """Leaves the process group (once training is over: the collectives of this world end here)."""

@@ -38,7 +38,7 @@ from rlcli.envs import VecEnv
 from rlcli.envs.faults import NonFiniteEnvOutput
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.jobs import interrupts
-from rlcli.runs.checkpoint import RESUME, load_optimizer_tensors, optimizer_tensors
+from rlcli.runs.checkpoint import load_optimizer_tensors, optimizer_tensors
 from rlcli.runs.lock import LOCK, RunLock
 from rlcli.runs.rundir import RunDir
 from rlcli.selfplay.pool import OpponentPool
@@ -176,9 +176,8 @@ def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
 def run(session: Session) -> TrainState:
     """Iterates, evaluates and checkpoints a set-up session to its end; closes it whatever happens."""
     # several processes note a Ctrl-C and stop where they agree to (``agree``); one raises it where it lands
-    ctrl_c = interrupts.noted(session.on_hold) if session.world.size > 1 else interrupts.not_noted()
     try:
-        with ctrl_c as interrupted:
+        with session.world.ctrl_c(session.on_hold) as interrupted:
             session.interrupted = interrupted
             try:
                 iterate(session)
@@ -229,7 +228,7 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
     torch.set_num_threads(plan.acting)
     # rank r's envs are those a single process of every rank's envs would seed r * n_envs further on
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start + world.rank * cfg.algo.n_envs,
-                   threads=cores_each(world.local_size) if world.size > 1 else None)
+                   threads=world.env_threads(cores_each(world.local_size)))
     eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003) if world.lead else None
     sinks: list[MetricSink] = []
     try:
@@ -256,11 +255,8 @@ def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDi
     run = RunDir.open(run_dir) if world.lead else None
     meta = world.from_lead(None if run is None else run.meta)
     run = run or RunDir(run_dir, cfg, meta)
-    saved = int(meta.get("world_size", 1))
-    if saved != world.size:
-        n_envs = envs_per_process(cfg.algo.n_envs, saved, world.size)
-        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"n_envs": n_envs})})
-    run.cfg = cfg
+    n_envs = envs_per_process(cfg.algo.n_envs, int(meta.get("world_size", 1)), world.size)
+    run.cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"n_envs": n_envs})})
     return run
 
 
@@ -278,8 +274,7 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
             load_optimizer_tensors(agent.optimizers(), optimizer)
     if resume:
         agent.load_extra_state(meta.get("agent", {}))
-    if world.size > 1:
-        share_agent(agent, world)
+    share_agent(agent, world)
     state = TrainState(run_dir=run_dir, step=start, total_steps=cfg.algo.steps,
                        iteration=int(meta.get("iterations", 0)), best_eval=meta.get("best_eval"),
                        episodes=int(meta.get("episodes", 0)), last_saved=start)
@@ -289,9 +284,10 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
     replay = run.replay() if resume and save_buffer else None
     if replay is not None:
         learner.load_buffer_tensors(replay)
-    if world.lead:
+    hooks = []
+    if world.lead:  # it alone writes metrics and decides to stop
         open_sinks(run, sinks, env, wandb_project)
-    hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when and world.lead else []
+        hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when else []
     session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
                       float(meta.get("wall_time", 0.0)), pool, world=world)
     if resume:
@@ -317,12 +313,11 @@ def open_sinks(run: RunDir, sinks: list[MetricSink], env: VecEnv, wandb_project:
 
 def share_agent(agent: Agent, world: World) -> None:
     """The lead's weights, normalisation statistics and optimiser state, on every process: all start alike."""
-    model = {k: v.cpu() for k, v in agent.state_dict().items()} if world.lead else None
-    optimizer = {k: v.cpu() for k, v in optimizer_tensors(agent.optimizers()).items()} if world.lead else None
-    model, optimizer = world.from_lead((model, optimizer))
-    if not world.lead:
-        agent.load_state_dict(model)
-        load_optimizer_tensors(agent.optimizers(), optimizer)
+    shared = world.lead_to_others(lambda: ({k: v.cpu() for k, v in agent.state_dict().items()},
+                                           {k: v.cpu() for k, v in optimizer_tensors(agent.optimizers()).items()}))
+    if shared is not None:
+        agent.load_state_dict(shared[0])
+        load_optimizer_tensors(agent.optimizers(), shared[1])
 
 
 def continue_from_checkpoint(session: Session) -> None:
@@ -330,7 +325,7 @@ def continue_from_checkpoint(session: Session) -> None:
     saved them (each process its own part); else fresh episodes, as set up. Which it was joins the run's
     ``resumes``."""
     run, state, world = session.run, session.state, session.world
-    live, why = saved_live_state(run, world)
+    live, why = resume.saved_live_state(run, world)
     pending = None
     if live is not None:
         try:
@@ -340,10 +335,10 @@ def continue_from_checkpoint(session: Session) -> None:
         else:
             session.recent.extend(training["recent"])
             pending = training["pending"]
-    if world.size > 1:  # the lead's pending iteration, which every process concludes with it
-        reasons, pending = world.to_lead(why), world.from_lead(pending)
-        why = next((f"process {rank}: {reason}" if rank else reason for rank, reason in enumerate(reasons or [])
-                    if reason), None)
+    # the lead's pending iteration, which every process concludes with it
+    reasons, pending = world.to_lead(why), world.from_lead(pending)
+    why = next((f"process {rank}: {reason}" if rank else reason for rank, reason in enumerate(reasons or [])
+                if reason), None)
     if pending is not None:
         session.pending = Pending(**pending)
         if session.pending.checkpoint:
@@ -352,30 +347,6 @@ def continue_from_checkpoint(session: Session) -> None:
             state.eval_std = session.pending.metrics.get("eval/std_return")
     session.resumes = [*run.meta.get("resumes", []), {"step": state.step, "exact": why is None,
                                                       **({"why": why} if why else {})}]
-
-
-def saved_live_state(run: RunDir, world: World) -> tuple[Snapshot | None, str | None]:
-    """(what continues this process's part of the run exactly, None) as its last checkpoint saved it, or
-    (None, why there is none): read by the lead, each process's part handed to it."""
-    parts, why = saved_parts(run, world.size) if world.lead else (None, None)
-    if world.size == 1:
-        return (parts[0] if parts else None), why
-    return world.from_lead_each([(part, why) for part in parts] if parts else [(None, why)] * world.size)
-
-
-def saved_parts(run: RunDir, size: int) -> tuple[list[Snapshot] | None, str | None]:
-    """(the live state of each of ``size`` processes in the run's last checkpoint, None), or (None, why not)."""
-    meta = run.meta
-    saved = int(meta.get("world_size", 1))
-    if saved != size:
-        return None, (f"the run was saved by {saved} process{'es' if saved > 1 else ''} and resumes with {size}, "
-                      f"each stepping {run.cfg.algo.n_envs} envs so that the global batch stays as it was")
-    live = run.live_state()
-    if live is None:
-        exact = meta.get("resume", {}).get("exact")
-        return None, f"{RESUME} is missing" if exact else meta.get("resume", {}).get(
-            "why", "the checkpoint was saved without the envs' state")
-    return ([live] if size == 1 else [live.part(f"rank{rank}") for rank in range(size)]), None
 
 
 def iterate(session: Session) -> None:
@@ -387,15 +358,13 @@ def iterate(session: Session) -> None:
     while state.step < cfg.algo.steps and not stop:
         # a first Ctrl-C lets the iteration finish, so that its checkpoint continues exactly (several
         # processes note it instead, and tell it on in ``agree``)
-        with interrupts.held(session.on_hold if session.world.size == 1 else None):
+        with session.world.iteration_held(session.on_hold):
             learn(session, start)
         stop = agree(session, conclude(session))
 
 
 def agree(session: Session, stop: bool) -> bool:
     """Whether to stop, as the lead decided; _AllInterrupted where a Ctrl-C reached any of several processes."""
-    if session.world.size == 1:
-        return stop
     stop, interrupted = session.world.flags(stop, session.interrupted())
     if interrupted:
         raise _AllInterrupted
@@ -434,7 +403,7 @@ def conclude(session: Session) -> bool:
     returns whether to stop."""
     cfg, state, pending = session.cfg, session.state, session.pending
     assert pending is not None
-    if pending.evaluate and session.world.lead:
+    if pending.evaluate and session.eval_env is not None:  # the lead's
         run_eval(session)
     state.metrics = pending.metrics
     stop = False
@@ -464,10 +433,8 @@ def episode_metrics(session: Session) -> dict[str, float]:
     """The training episodes finished this iteration (by every process: the lead's alone are counted), into
     the state and as metrics."""
     state = session.state
-    returns, lengths = session.learner.drain_episodes()
-    if session.world.size > 1:
-        finished = session.world.to_lead((returns, lengths)) or []
-        returns, lengths = [r for ended in finished for r in ended[0]], [n for ended in finished for n in ended[1]]
+    finished = session.world.to_lead(session.learner.drain_episodes()) or []
+    returns, lengths = [r for ended in finished for r in ended[0]], [n for ended in finished for n in ended[1]]
     session.recent.extend(returns)
     state.episodes += len(returns)
     metrics = {}
@@ -517,17 +484,15 @@ def checkpoint(session: Session, final: bool = False, live: bool = True) -> str 
     model = finite_model(session)
     snapshot, inexact = live_snapshot(session) if live else (
         None, "it was saved in the middle of an iteration (a second Ctrl-C)")
-    if world.size > 1:
-        snapshot, inexact = gather_live_state(world, snapshot, inexact)
-        if not world.lead:
-            state.last_saved = state.step
-            return inexact
+    snapshot, inexact = resume.gather_live_state(world, snapshot, inexact)
+    if not world.lead:
+        state.last_saved = state.step
+        return inexact
     meta: dict[str, Any] = {
         "algo": cfg.algo.algo, "env_id": cfg.env.id, "seed": cfg.seed, "steps": state.step,
         "iterations": state.iteration, "episodes": state.episodes, "agent": agent.extra_state(),
         "best_eval": state.best_eval, "wall_time": session.prior_wall + state.wall_time, "finished": final,
-        "backend": session.env.backend, "save_buffer": session.save_buffer, "world_size": world.size,
-        **({"world": {"nodes": world.nodes, "n_envs_per_process": cfg.algo.n_envs}} if world.size > 1 else {}),
+        "backend": session.env.backend, "save_buffer": session.save_buffer, **world.describe(cfg.algo.n_envs),
         "resume": {"exact": snapshot is not None, **({"why": inexact} if inexact else {})},
         **({"resumes": session.resumes} if session.resumes else {}),
         **({"wandb_id": session.run.meta["wandb_id"]} if "wandb_id" in session.run.meta else {})}
@@ -538,20 +503,6 @@ def checkpoint(session: Session, final: bool = False, live: bool = True) -> str 
     session.run.save(model, optimizer_tensors(agent.optimizers()), meta, replay, snapshot, extra)
     state.last_saved = state.step
     return inexact
-
-
-def gather_live_state(world: World, snapshot: Snapshot | None, inexact: str | None
-                      ) -> tuple[Snapshot | None, str | None]:
-    """On the lead, every process's live state as one snapshot of parts ``rank0``, ``rank1``, ... (or None and
-    why one of them has none); (None, None) on the others."""
-    # on the CPU: a pickled CUDA tensor comes back on the sender's GPU index, which the lead need not have
-    gathered = world.to_lead((None if snapshot is None else snapshot.cpu(), inexact))
-    if gathered is None:
-        return None, None
-    for rank, (part, why) in enumerate(gathered):
-        if part is None:
-            return None, why if rank == 0 else f"process {rank}: {why}"
-    return Snapshot.of({f"rank{rank}": part for rank, (part, _) in enumerate(gathered)}), None
 
 
 def live_snapshot(session: Session) -> tuple[Snapshot | None, str | None]:
@@ -575,7 +526,7 @@ def finish(session: Session) -> None:
     """The final evaluation (unless the last iteration made it) and the final checkpoint. A Ctrl-C
     during the save waits for it; a second one cuts it short."""
     # stopped early by a callback, or resumed at the end
-    if session.last_eval_step != session.state.step and session.world.lead:
+    if session.last_eval_step != session.state.step and session.eval_env is not None:  # the lead's
         metrics = run_eval(session)
         with interrupts.held():
             write_metrics(session, metrics)
