@@ -52,7 +52,7 @@ def agent_that_saw(data: dict[str, torch.Tensor], envs: slice, world=SINGLE) -> 
 def recorded(agent: PPO) -> dict[str, list]:
     """Records the minibatches the agent draws (one list per epoch) and every learning rate it sets."""
     seen: dict[str, list] = {"plans": [], "rates": []}
-    draw, set_lr = agent._minibatches, agent._set_lr
+    draw, set_lr = agent.minibatches.draw, agent.lr.apply
 
     def minibatches(n: int, size: int, count: int | None) -> tuple[torch.Tensor, ...]:
         chunks = draw(n, size, count)
@@ -63,7 +63,7 @@ def recorded(agent: PPO) -> dict[str, list]:
         seen["rates"].append(lr)
         set_lr(lr)
 
-    agent._minibatches, agent._set_lr = minibatches, rate  # type: ignore[method-assign]
+    agent.minibatches.draw, agent.lr.apply = minibatches, rate  # type: ignore[method-assign]
     return seen
 
 
@@ -91,7 +91,7 @@ def one_update_by_two(rank: int, port: int, out: str) -> None:
     rows = batch.obs.shape[0]
     plans = iter([[torch.cat([a, b + rows]) for a, b in zip(p0, p1, strict=True)]
                   for p0, p1 in zip(gathered[0]["plans"], gathered[1]["plans"], strict=True)])
-    reference._minibatches = lambda n, size, count: next(plans)  # type: ignore[method-assign]
+    reference.minibatches.draw = lambda n, size, count: next(plans)  # type: ignore[method-assign]
     ref_metrics = reference.update(whole, progress=0.25)
     ref_model, ref_stats = reference.state_dict(), [reference.obs_norm.rms.state_dict(),
                                                     reference.reward_scaler.rms.state_dict()]

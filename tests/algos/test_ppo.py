@@ -168,4 +168,4 @@ def test_adaptive_schedule_adapts_after_each_epoch_or_each_minibatch(every, chan
     # rate 1.5x at each decision
     ppo = agent(lr_schedule="adaptive_kl", kl_target=1e3, lr_adapt_every=every, learning_rate=1e-5)
     ppo.update(rollout(), 0.0)
-    assert ppo.learning_rate == pytest.approx(1e-5 * 1.5 ** changes)
+    assert ppo.lr.value == pytest.approx(1e-5 * 1.5 ** changes)
