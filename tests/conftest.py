@@ -12,8 +12,21 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# The modules of minutes, in one place, with about how many seconds each takes on the 2-core CI machine: marked
+# ``long`` (``pytest -m "not long"`` leaves them out) and handed out first, the longest first. The learning tests
+# that would not fit CI's budget at all (connect four, 8 minutes) are skipped unless RLCLI_LONG_TESTS is set.
+LONG = {
+    "selfplay/test_games_learning.py": 450,  # tic-tac-toe self-play against random and minimax
+    "scripts/test_bench_peers.py": 170,  # every bench_peers section in its smoke mode
+    "benchmark/test_benchmark.py": 150,  # grids of runs, their report, Ctrl-C and resume
+    "test_learning.py": 110,  # CartPole, Pendulum and friends to their scores within fixed budgets
+    "algos/test_distributed.py": 70,  # two processes: one update, learning, Ctrl-C, a lost process
+}
 
 
 def _pin_worker() -> None:
@@ -40,10 +53,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules marked ``long`` first, the longest first, so that no worker starts one when the rest are done."""
+    """The ``LONG`` modules marked and put first, the longest first, so that no worker starts one when the rest
+    are done."""
 
     def seconds(item: pytest.Item) -> float:
-        mark = item.get_closest_marker("long")
-        return mark.kwargs.get("seconds", 0) if mark else 0
+        return LONG.get(item.path.relative_to(TESTS).as_posix(), 0)
 
+    for item in items:
+        if seconds(item):
+            item.add_marker(pytest.mark.long(seconds=seconds(item)))
     items.sort(key=lambda item: -seconds(item))  # stable: otherwise collection order

@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_masks import masked_net, rows
-from test_resume_exact import FEED_FORWARD, ITERATION, _assert_same_run, _cfg, _interrupt_at, _interrupted_then_resumed
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
@@ -24,6 +22,15 @@ from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.envs.masked import LENGTH
 from rlcli.training.agents import build_agent, make_env, resolve_device
 from rlcli.training.train import train
+from tests.nets.test_masks import masked_net, rows
+from tests.training.test_resume_exact import (
+    FEED_FORWARD,
+    ITERATION,
+    _assert_same_run,
+    _cfg,
+    _interrupt_at,
+    _interrupted_then_resumed,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 

@@ -5,12 +5,9 @@ changes the order of a product's sums), and two threads on two cores that anothe
 each other (beside two other training runs, the recurrent test took 424 s and the CartPole one 159 s on
 every core; alone, on one thread, 22 and 5 s)."""
 
-import pytest
 
 from rlcli.algos import resolve
 from rlcli.training.train import train
-
-pytestmark = pytest.mark.long(seconds=110)
 
 
 def test_ppo_solves_cartpole_within_50k_steps(tmp_path):

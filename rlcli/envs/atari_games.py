@@ -2,7 +2,7 @@
 installed (to say which extra to install instead of "unknown environment").
 
 The 104 games of ale-py 0.12 (its ``ALE/{Game}-v5`` ids), which are also envpool 1.2's Atari tasks;
-envpool spells one ``TicTacToe3d``, so both spellings are here. tests/test_env_names.py checks the list
+envpool spells one ``TicTacToe3d``, so both spellings are here. tests/envs/test_env_names.py checks the list
 against whichever of the two is installed.
 """
 

@@ -59,7 +59,7 @@ WITH_STATE = {"CartPoleNoVelState-v1": "CartPole-v1"}
 
 class CartPoleNoVelVector(gym.vector.VectorEnv):
     """``num_envs`` CartPoleNoVel-v1 envs stepped as arrays, with the episodes of a SyncVectorEnv of the
-    per-env task to the bit (``tests/test_partial_envs.py``): each env's own generator, seeded and drawn as
+    per-env task to the bit (``tests/envs/test_partial_envs.py``): each env's own generator, seeded and drawn as
     gymnasium seeds and resets it; CartPole's float64 dynamics in its order of operations (numpy's sin and
     cos give an array what they give each of its entries); its time limit (truncation) and next-step
     auto-reset. ``reset(options={"reset_mask": rows})`` starts new episodes in the rows that are true and

@@ -278,7 +278,7 @@ def test_with_bounds_other_than_unit_rlclis_critic_reads_env_actions_and_sb3s_ac
 def test_sb3_stores_every_env_step_and_bootstraps_truncations_from_the_final_observation():
     """SB3's DummyVecEnv resets inside the step that ends an episode, so every env step is a transition;
     rlcli's envs reset on the next step, whose row it skips (450 steps store 448 rows there, see
-    tests/test_sac.py): an episode end costs rlcli one env step of its budget. Truncations are alike:
+    tests/algos/test_sac.py): an episode end costs rlcli one env step of its budget. Truncations are alike:
     the real final observation, and no terminal flag in what is sampled."""
     from stable_baselines3.common.env_util import make_vec_env
 

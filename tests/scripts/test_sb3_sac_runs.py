@@ -14,7 +14,7 @@ from rlcli.cli import app
 
 pytest.importorskip("stable_baselines3")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "2", "-p", "learning_starts=100",
         "-p", "batch_size=32"]

@@ -15,18 +15,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from distributed_workers import one_update_by_two
 from safetensors.torch import load_file
 from typer.testing import CliRunner
-from waiting import wait_for
 
 from rlcli.algos.ppo import clipped_surrogate_loss, pooled_standardize, row_mean
 from rlcli.algos.world import SINGLE, envs_per_process, gpu_of
 from rlcli.cli import app
 from rlcli.errors import UsageError
 from rlcli.training.launch import PEER_LOST_EXIT, failed, without_option
-
-pytestmark = pytest.mark.long(seconds=70)
+from tests.distributed_workers import one_update_by_two
+from tests.waiting import wait_for
 
 TRAIN = [sys.executable, "-m", "rlcli", "train"]
 # a small CartPole iteration: two processes of two envs x 32 steps, 128 env steps in all

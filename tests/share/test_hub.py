@@ -18,8 +18,7 @@ from rlcli.share import hub
 
 pytest.importorskip("huggingface_hub")
 pytest.importorskip("onnxruntime")
-sys.path.insert(0, str(Path(__file__).parent))
-from hub_server import FakeHub  # noqa: E402
+from tests.hub_server import FakeHub
 
 runner = CliRunner()
 TINY = ["--steps", "1024", "--n-envs", "4", "-p", "n_steps=64", "-p", "minibatch_size=128",

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.long(seconds=170)
-
 # the sections train on envpool's Hopper and Pong, through MuJoCo and ale-py, and on mpe2's particle worlds
 for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", "mpe2"):
     pytest.importorskip(module)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked", "recurrent", "multiagent"]
 
 

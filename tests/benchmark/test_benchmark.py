@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
-from waiting import wait_for
 
 from rlcli.benchmark import RunSpec, TrainOptions, load_suites
 from rlcli.benchmark.execute import result_settings, train_command
 from rlcli.benchmark.scores import normalization_for, published_for
 from rlcli.cli import app
 from rlcli.cli.benchmark import spread_values
-
-pytestmark = pytest.mark.long(seconds=150)
+from tests.waiting import wait_for
 
 runner = CliRunner()
 # tiny PPO runs: 4 envs x 64 steps per update, 2 epochs, 2 evaluation episodes every 512 steps

@@ -10,8 +10,6 @@ from rlcli.runs.rundir import RunDir
 from rlcli.training.evaluation import match
 from rlcli.training.train import train
 
-pytestmark = pytest.mark.long(seconds=450)
-
 pytest.importorskip("pettingzoo.classic")
 
 

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 from typer.testing import CliRunner
-from waiting import wait_for
 
 from rlcli import config
 from rlcli.algos import resolve
@@ -35,9 +34,10 @@ from rlcli.tune.results import _float, apply_entries, entry_lines
 from rlcli.tune.space import SearchSpace, default_space
 from rlcli.tune.spec import TuneSpec
 from rlcli.tune.storage import open_storage
+from tests.waiting import wait_for
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # 4 envs x 32-64 steps, 1-4 minibatches, tiny networks; a wide learning-rate range so that trials differ
 TINY_SPACE = """\
 learning_rate: {low: 1.0e-5, high: 3.0e-2, log: true}

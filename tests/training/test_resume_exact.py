@@ -13,12 +13,12 @@ import sys
 import pytest
 import torch
 from safetensors.torch import load_file
-from waiting import wait_for
 
 from rlcli.algos import resolve
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.training.evaluation import Actor
 from rlcli.training.train import TrainingInterrupted, train
+from tests.waiting import wait_for
 
 ITERATION = 4 * 32  # env steps of one iteration below
 FEED_FORWARD = {"n_envs": 4, "n_steps": 32, "minibatch_size": 64, "n_epochs": 2, "normalize_obs": True,

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("optuna")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def load_script():

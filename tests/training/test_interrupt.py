@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from waiting import wait_for
 
 from rlcli.algos import resolve
 from rlcli.jobs import interrupts
 from rlcli.training.train import TrainingInterrupted, TrainState, train
+from tests.waiting import wait_for
 
 CMD = [sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--steps", "2000000", "--n-envs", "4",
        "-p", "n_steps=64", "-p", "minibatch_size=256", "--eval-every", "0"]
