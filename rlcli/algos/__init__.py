@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from rlcli.algos import ppo, sac
+from rlcli.algos import dqn, ppo, sac
 from rlcli.algos.base import AlgoSpec
 from rlcli.algos.learners import OffPolicyLearner, OnPolicyLearner
 from rlcli.config import (
@@ -124,3 +124,5 @@ register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_
                   ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True, distributed=True, fit=ppo.fit_minibatches))
 register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))
+register(AlgoSpec("dqn", dqn.DQNConfig, dqn.DQN, OffPolicyLearner, dqn.DQN.check_spaces, dqn.thread_plan,
+                  dqn.SEARCH_SPACE))

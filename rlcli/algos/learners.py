@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -269,7 +270,7 @@ class OffPolicyLearner:
         space = env.single_action_space
         self.buffer = ReplayBuffer(cfg.buffer_size, tuple(env.single_observation_space.shape),
                                    int(np.prod(space.shape)), self.device)
-        self.low, self.high = space.low, space.high  # type: ignore[attr-defined]
+        self.space = space
         self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
         self.obs = env.reset()
         self.prev_done = np.zeros(env.num_envs, dtype=bool)
@@ -288,7 +289,7 @@ class OffPolicyLearner:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
             if self.buffer.size < cfg.learning_starts:
-                actions = self.rng.uniform(self.low, self.high, (n, *self.low.shape)).astype(np.float32)
+                actions = self.random_actions(n)
             else:
                 actions = agent.act(obs).cpu().numpy()
             result = env.step(actions)
@@ -297,7 +298,9 @@ class OffPolicyLearner:
             rows = slice(None) if real.all() else np.flatnonzero(real)
             stored = int(real.sum())
             stored_each.append(stored)
-            self.buffer.add(obs[rows], torch.as_tensor(actions[rows], device=dev),
+            # a Discrete space's actions as the buffer's one column
+            taken_actions = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
+            self.buffer.add(obs[rows], taken_actions,
                             torch.as_tensor(result.reward[rows], device=dev),
                             torch.as_tensor(result.obs[rows], device=dev),
                             torch.as_tensor(result.terminated[rows], device=dev))
@@ -312,6 +315,14 @@ class OffPolicyLearner:
                     self.updates_owed -= 1.0
         self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+
+    def random_actions(self, n: int) -> np.ndarray:
+        """``n`` uniform random actions: a Box's within its bounds, a Discrete's among its choices."""
+        space = self.space
+        if isinstance(space, gym.spaces.Discrete):
+            return space.start + self.rng.integers(0, space.n, n)
+        low, high = space.low, space.high  # type: ignore[attr-defined]
+        return self.rng.uniform(low, high, (n, *low.shape)).astype(np.float32)
 
     def _check_env_output(self, first_row: int, stored_each: list[int], step: int) -> None:
         """Raises NonFiniteEnvOutput where a transition stored since ``first_row`` holds a NaN or an infinity
