@@ -424,8 +424,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{len(rows)} runs in {args.out}: " + ", ".join(f"{r.env_id} s{r.seed} {r.final_return:.1f}" for r in rows))
+    print(summary(rows, args.out))
     return 0
+
+
+def summary(rows: list[RunResult], out: Path) -> str:
+    """The closing line: the finished runs of a benchmark directory and their final returns."""
+    return f"{len(rows)} runs in {out}: " + ", ".join(f"{r.env_id} s{r.seed} {r.final_return:.1f}" for r in rows)
 
 
 if __name__ == "__main__":
