@@ -22,34 +22,29 @@ from torch import nn
 
 from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.compiling import compiled
+from rlcli.algos.offpolicy import ReplayConfig
 from rlcli.algos.optim import adam
 from rlcli.algos.sac import polyak_update
 from rlcli.algos.threads import ThreadPlan
-from rlcli.config import AlgoConfig, RunConfig
+from rlcli.config import RunConfig
 from rlcli.errors import UsageError
 from rlcli.nets.models import ACTIVATIONS, training_precision
 from rlcli.nets.normalization import ObsNormalizer
 
 
-class DQNConfig(AlgoConfig):
+class DQNConfig(ReplayConfig):
     """Deep Q-learning hyperparameters; SB3's DQN defaults where a field has one."""
 
     algo: Literal["dqn"] = "dqn"
     """The algorithm."""
-    n_envs: Annotated[int, Field(gt=0)] = 1
-    """Envs stepped in parallel."""
-    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
-    """Transitions the replay buffer holds."""
     learning_starts: Annotated[int, Field(ge=0)] = 100
     """Env steps of uniform random actions before learning."""
     batch_size: Annotated[int, Field(gt=0)] = 32
     """Transitions per gradient step."""
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    """Discount factor."""
-    learning_rate: Annotated[float, Field(gt=0)] = 1e-4
-    """Adam's learning rate."""
     utd_ratio: Annotated[float, Field(gt=0)] = 0.25
     """Gradient steps per env step collected (SB3's gradient_steps / train_freq)."""
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-4
+    """Adam's learning rate."""
     target_update_every: Annotated[int, Field(gt=0)] = 10_000
     """Gradient steps between updates of the target network."""
     target_update_rate: Annotated[float, Field(gt=0, le=1)] = 1.0
@@ -72,13 +67,6 @@ class DQNConfig(AlgoConfig):
     """Units of each layer of the Q network."""
     activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
     """The Q network's activation."""
-    normalize_obs: bool = False
-    """Observations standardised by running statistics (saved with the run)."""
-    clip_obs: Annotated[float, Field(gt=0)] = 10.0
-    """Normalised observations clipped to +- this."""
-    log_every: Annotated[int, Field(gt=0)] = 1_000
-    """Env steps per training iteration (a metrics row)."""
-
 
 SEARCH_SPACE: dict[str, Any] = {
     "learning_rate": {"low": 1.0e-5, "high": 3.0e-3, "log": True},

@@ -22,37 +22,20 @@ from torch import nn
 
 from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.compiling import captured, compiled
+from rlcli.algos.offpolicy import ActorCriticReplayConfig
 from rlcli.algos.optim import adam
 from rlcli.algos.threads import ThreadPlan
-from rlcli.config import AlgoConfig, Precision, RunConfig
+from rlcli.config import Precision, RunConfig
 from rlcli.errors import UsageError
 from rlcli.nets.models import QEnsemble, SquashedGaussianActor, SquashedGaussianPolicy, training_precision
 from rlcli.nets.normalization import ObsNormalizer
 
 
-class SACConfig(AlgoConfig):
+class SACConfig(ActorCriticReplayConfig):
     """Soft Actor-Critic hyperparameters (Haarnoja et al. 2018, with automatic entropy tuning)."""
 
     algo: Literal["sac"] = "sac"
     """The algorithm."""
-    steps: Annotated[int, Field(gt=0)] = 1_000_000
-    """Env steps to train for, over all envs."""
-    n_envs: Annotated[int, Field(gt=0)] = 1
-    """Envs stepped in parallel."""
-    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
-    """Transitions the replay buffer holds."""
-    learning_starts: Annotated[int, Field(ge=0)] = 5_000
-    """Env steps of uniform random actions before learning."""
-    batch_size: Annotated[int, Field(gt=0)] = 256
-    """Transitions per gradient step."""
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    """Discount factor."""
-    target_update_rate: Annotated[float, Field(gt=0, le=1)] = 0.005
-    """Polyak factor of the target critics ('tau')."""
-    actor_lr: Annotated[float, Field(gt=0)] = 3e-4
-    """The actor's learning rate."""
-    critic_lr: Annotated[float, Field(gt=0)] = 3e-4
-    """The critics' learning rate."""
     alpha_lr: Annotated[float, Field(gt=0)] = 3e-4
     """The entropy temperature's learning rate."""
     alpha: Annotated[float, Field(gt=0)] = 0.2
@@ -61,24 +44,8 @@ class SACConfig(AlgoConfig):
     """Tune the temperature towards target_entropy."""
     target_entropy: float | None = None
     """The entropy the temperature aims at; none: -dim(A)."""
-    utd_ratio: Annotated[float, Field(gt=0)] = 1.0
-    """Gradient steps per env step collected."""
-    policy_delay: Annotated[int, Field(gt=0)] = 1
-    """Critic updates per actor (and temperature) update."""
     target_update_every: Annotated[int, Field(gt=0)] = 1
     """Critic updates per Polyak update."""
-    log_every: Annotated[int, Field(gt=0)] = 1_000
-    """Env steps per training iteration (a metrics row)."""
-    normalize_obs: bool = False
-    """Observations standardised by running statistics (saved with the run)."""
-    clip_obs: Annotated[float, Field(gt=0)] = 10.0
-    """Normalised observations clipped to +- this."""
-    actor_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
-    """Units of each actor layer."""
-    critic_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
-    """Units of each critic layer."""
-    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
-    """The networks' activation."""
     precision: Precision = "fp32"
     """Arithmetic of the update: fp32, or bf16 hidden layers under autocast."""
 

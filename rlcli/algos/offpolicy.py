@@ -1,0 +1,53 @@
+"""What the off-policy algorithms' hyperparameters share: the replay and its schedule (every one of them),
+and the actor and critics of the actor-critic ones (SAC, TD3). Each algorithm's config subclasses one and
+restates only the defaults it changes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from rlcli.config import AlgoConfig
+
+
+class ReplayConfig(AlgoConfig):
+    """Replay-based learning: what the off-policy learner reads."""
+
+    n_envs: Annotated[int, Field(gt=0)] = 1
+    """Envs stepped in parallel."""
+    buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
+    """Transitions the replay buffer holds."""
+    learning_starts: Annotated[int, Field(ge=0)] = 5_000
+    """Env steps of uniform random actions before learning."""
+    batch_size: Annotated[int, Field(gt=0)] = 256
+    """Transitions per gradient step."""
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
+    utd_ratio: Annotated[float, Field(gt=0)] = 1.0
+    """Gradient steps per env step collected."""
+    log_every: Annotated[int, Field(gt=0)] = 1_000
+    """Env steps per training iteration (a metrics row)."""
+    normalize_obs: bool = False
+    """Observations standardised by running statistics (saved with the run)."""
+    clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    """Normalised observations clipped to +- this."""
+
+
+class ActorCriticReplayConfig(ReplayConfig):
+    """An actor and critics with Polyak-averaged targets."""
+
+    target_update_rate: Annotated[float, Field(gt=0, le=1)] = 0.005
+    """Polyak factor of the targets ('tau')."""
+    actor_lr: Annotated[float, Field(gt=0)] = 3e-4
+    """The actor's learning rate."""
+    critic_lr: Annotated[float, Field(gt=0)] = 3e-4
+    """The critics' learning rate."""
+    policy_delay: Annotated[int, Field(gt=0)] = 1
+    """Critic updates per actor update."""
+    actor_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
+    """Units of each actor layer."""
+    critic_hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (256, 256)
+    """Units of each critic layer."""
+    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
+    """The networks' activation."""
