@@ -464,20 +464,25 @@ def test_each_env_splits_its_own_rollout_into_minibatches():
     assert stored_overrides(one, ("CartPole-v1",)) == {"CartPole-v1": {"n_epochs": 3}}
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac"])
-def test_built_in_spaces_sample_only_valid_configs(algo):
+@pytest.mark.parametrize(("algo", "env_id", "group"), [
+    ("ppo", "Hopper-v5", "mujoco"), ("sac", "Hopper-v5", "mujoco"), ("td3", "Hopper-v5", "mujoco"),
+    ("dqn", "CartPole-v1", "classic")])
+def test_built_in_spaces_sample_only_valid_configs(algo, env_id, group):
     space = default_space(algo)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    base = config.hyperparams_for(algo, "Hopper-v5", "mujoco")
+    base = config.hyperparams_for(algo, env_id, group)
     space.check(base, "")
     for _ in range(200):
         overrides = space.sample(study.ask(), base)
         cfg = build_algo_config(algo, config.deep_merge(base, overrides))
+        if algo in ("ppo", "dqn"):
+            assert 0.9 <= cfg.gamma <= 0.999
         if algo == "ppo":
             assert cfg.batch_size % cfg.minibatch_size == 0
-            assert 0.9 <= cfg.gamma <= 0.999
+        elif algo == "dqn":
+            assert 0.0 <= cfg.epsilon_end <= 0.2 and cfg.hidden in ((64, 64), (128, 128), (256, 256))
         else:
-            assert cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr
+            assert cfg.actor_lr == cfg.critic_lr == getattr(cfg, "alpha_lr", cfg.actor_lr)
             assert cfg.actor_hidden == cfg.critic_hidden
 
 
