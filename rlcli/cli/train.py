@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -114,8 +114,7 @@ def train(
 ) -> None:
     request = Request(env_id, algo, seed, steps, n_envs, params, config_file, backend, run_dir, eval_every,
                       eval_episodes, env_module, resume,
-                      {"device": device and device.value, "torch_threads": threads, "env_threads": env_threads,
-                       **parse_stop_at(stop_at), "stop_when": stop_when},
+                      Runtime(device and device.value, threads, env_threads, *parse_stop_at(stop_at), stop_when),
                       None if compile_steps is None else ("on" if compile_steps else "off"))
     project = wandb_project if track else None
     world = join()
@@ -138,6 +137,26 @@ def train(
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """The run settings a resume may change; None where the command line left one as it was."""
+
+    device: str | None
+    torch_threads: int | None
+    env_threads: int | None
+    stop_at: float | None
+    stop_opponent: str | None  # with stop_at, a win rate against this opponent
+    stop_when: str | None
+
+    def updates(self) -> dict[str, Any]:
+        """The settings given, as RunConfig fields; a new --stop-at also replaces a saved opponent (a return
+        replaces a win rate, and the other way round)."""
+        given = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.stop_at is not None:
+            given["stop_opponent"] = self.stop_opponent
+        return given
+
+
+@dataclass(frozen=True)
 class Request:
     """What ``rlcli train`` was asked for, before it is resolved into a RunConfig."""
 
@@ -154,7 +173,7 @@ class Request:
     eval_episodes: int
     env_module: str | None
     resume: Path | None
-    runtime: dict[str, Any]  # run settings a resume may change: device, threads, stop conditions
+    runtime: Runtime
     compile: str | None = None  # --compile / --no-compile, which a resume may change too
 
 
@@ -181,7 +200,7 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     cfg = resolve(r.algo or DEFAULT, env_id, backend=(r.backend or Backend.auto).value, env_module=r.env_module,
                   config_file=r.config_file, overrides=overrides, seed=r.seed,
                   eval_every=r.eval_every, eval_episodes=r.eval_episodes,
-                  **{**r.runtime, "device": r.runtime["device"] or Device.auto.value})
+                  **{**asdict(r.runtime), "device": r.runtime.device or Device.auto.value})
     directory = r.run_dir or default_run_dir(env_id, cfg.algo.algo, r.seed)
     check_new_run(cfg, directory)
     return cfg, directory, 0
@@ -269,10 +288,11 @@ def train_as_process(world: World, request: Request, wandb_project: str | None, 
         raise typer.Exit(2 if isinstance(e, UsageError) else 1) from None
 
 
-def parse_stop_at(text: str | None) -> dict[str, Any]:
-    """``--stop-at``'s run settings: a return, or ``OPPONENT:RATE``, a win rate against that opponent."""
+def parse_stop_at(text: str | None) -> tuple[float | None, str | None]:
+    """``--stop-at``'s (stop_at, stop_opponent): a return, or ``OPPONENT:RATE``, a win rate against that
+    opponent."""
     if text is None:
-        return {"stop_at": None}
+        return None, None
     opponent, _, value = text.rpartition(":")
     try:
         number = float(value)
@@ -281,7 +301,7 @@ def parse_stop_at(text: str | None) -> dict[str, Any]:
     if number is None or (opponent and opponent not in FIXED) or (opponent and not 0 <= number <= 1):
         raise UsageError(f"--stop-at {text}: give a return (e.g. 475) or OPPONENT:WIN_RATE with an opponent of "
                          f"{', '.join(FIXED)} and a rate in [0, 1] (e.g. scripted:0.95)")
-    return {"stop_at": number, "stop_opponent": opponent or None}
+    return number, opponent or None
 
 
 def resume_note(resumed: dict[str, Any]) -> str:
@@ -292,7 +312,7 @@ def resume_note(resumed: dict[str, Any]) -> str:
 
 
 def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
-                   runtime: dict[str, Any], algo_updates: dict[str, Any]) -> tuple[RunConfig, Path, int]:
+                   runtime: Runtime, algo_updates: dict[str, Any]) -> tuple[RunConfig, Path, int]:
     """The config a resumed run continues with: the saved one, with the settings that may change."""
     if not resume.is_dir():
         raise UsageError(f"--resume {resume}: there is no run directory there")
@@ -307,10 +327,7 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
         raise UsageError(f"--resume continues the run as configured in {resume / CONFIG}; "
                          f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
                          "--stop-at, --stop-when, --compile may change)")
-    update = {k: v for k, v in runtime.items() if v is not None}
-    if runtime.get("stop_at") is not None:  # a return replaces a saved win rate, and the other way round
-        update["stop_opponent"] = runtime.get("stop_opponent")
-    cfg = cfg.model_copy(update=update)
+    cfg = cfg.model_copy(update=runtime.updates())
     check_stop_opponent(cfg)
     algo_updates = {k: v for k, v in algo_updates.items() if v is not None}  # --steps, --compile
     if algo_updates:
