@@ -40,8 +40,7 @@ def test_sac_swings_up_pendulum_within_6k_steps(tmp_path):
 
 
 def test_td3_swings_up_pendulum_within_20k_steps(tmp_path):
-    # seed 1 on one thread (the zoo's entry: 10k random steps first): -1,188 at 12k, -340 at 14k, -211 at 16k,
-    # -190.5 at 20k
+    # seed 1 on one thread: -972 at 4k steps, -334 at 6k, -212 at 7k
     cfg = resolve("td3", "Pendulum-v1", seed=1, eval_every=2_000, eval_episodes=10, stop_at=-250, torch_threads=1)
     assert cfg.algo.steps == 20_000 and cfg.algo.policy_delay == 2  # the tuned entry
     state = train(cfg, tmp_path / "run")
