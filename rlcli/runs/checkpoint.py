@@ -49,20 +49,49 @@ def atomic_write(path: Path, data: bytes) -> None:
     write_files({path: data})
 
 
+JOURNAL = ".renaming.json"  # the renames of a write_files in progress, in the directory of its files
+
+
 def write_files(files: dict[Path, bytes]) -> None:
     """Writes every file or none: each goes to a temporary file beside it first (fsynced), and only when
     all are written are they renamed into place, in order (a rename needs no space). A write that fails
-    (a full disk, a permission) leaves the old files and raises a StorageError naming the file."""
+    (a full disk, a permission) leaves the old files and raises a StorageError naming the file. Files of one
+    directory are renamed under a journal of the renames, so that a process killed between two of them
+    leaves what ``finish_renames`` completes (the directory then holds the new files, all of them)."""
     staged: list[tuple[str, Path]] = []
+    journal: Path | None = None
     try:
         for path, data in files.items():
             staged.append((_stage(path, data), path))
+        folders = {path.parent for path in files}
+        if len(staged) > 1 and len(folders) == 1:
+            journal = folders.pop() / JOURNAL
+            atomic_write(journal, json.dumps([[Path(tmp).name, path.name] for tmp, path in staged]).encode())
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
+        if journal is None or not journal.is_file():  # with a journal written, the renames are finished later
+            for tmp, _ in staged:
+                Path(tmp).unlink(missing_ok=True)
         raise
+    if journal is not None:
+        journal.unlink(missing_ok=True)
+
+
+def finish_renames(folder: Path) -> None:
+    """Completes the renames of a ``write_files`` that a killed process left half done in ``folder``."""
+    journal = folder / JOURNAL
+    if not journal.is_file():
+        return
+    try:
+        renames = json.loads(journal.read_text())
+    except ValueError:  # the journal itself was being written: no rename had started
+        journal.unlink(missing_ok=True)
+        return
+    for tmp, name in renames:
+        if (folder / tmp).is_file():
+            os.replace(folder / tmp, folder / name)
+    journal.unlink(missing_ok=True)
 
 
 def _stage(path: Path, data: bytes) -> str:

@@ -136,6 +136,7 @@ class RunDir:
         path = Path(path)
         if not path.is_dir():
             raise CheckpointError(f"there is no run directory at {path}")
+        checkpoint.finish_renames(path)  # a save its process was killed in the middle of
         cfg = load_config(path)
         if not (path / META).is_file():
             raise CheckpointError(f"{path} holds no saved checkpoint (no {META}): train it, or resume it if it "

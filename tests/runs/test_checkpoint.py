@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+from pathlib import Path
 
 import pytest
 import safetensors.torch
@@ -123,3 +124,20 @@ def test_optimizer_state_that_does_not_fit_is_a_checkpoint_error():
     wide.optimizer.step()
     with pytest.raises(CheckpointError, match="does not fit"):
         load_optimizer_tensors(small.optimizers(), optimizer_tensors(wide.optimizers()))
+
+
+def test_a_save_killed_between_its_renames_is_completed_when_the_run_is_opened(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    old = {folder / name: b"old " + name.encode() for name in ("model.safetensors", "meta.json")}
+    checkpoint.write_files(old)
+    assert not (folder / checkpoint.JOURNAL).exists()  # a whole write leaves no journal
+    new = {path: b"new " + path.name.encode() for path in old}
+    staged = [(checkpoint._stage(path, data), path) for path, data in new.items()]
+    journal = [[Path(tmp).name, path.name] for tmp, path in staged]
+    checkpoint.atomic_write(folder / checkpoint.JOURNAL, json.dumps(journal).encode())
+    os.replace(*staged[0])  # killed here: the model renamed, meta.json still the old one
+    assert (folder / "meta.json").read_bytes() == b"old meta.json"
+    checkpoint.finish_renames(folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {
+        "model.safetensors": b"new model.safetensors", "meta.json": b"new meta.json"}
