@@ -6,6 +6,8 @@ Run (from the repository root):
     python scripts/bench_update.py --case ppo-pong --device cpu --updates 5
 
 Cases: ``sac-hopper`` (SAC's gradient step on Hopper-v5's shapes: 256 transitions, 256 x 256 networks),
+``td3-hopper`` (TD3's, the same shapes, the actor every second step), ``dqn-cartpole`` (DQN's on
+CartPole-v1's entry),
 ``ppo-hopper`` (one PPO update, 64 envs x 64 steps, 5 epochs of 2,048 rows, as the mujoco group) and
 ``ppo-pong`` (one PPO update of the Nature CNN, 8 envs x 128 steps of 4 stacked 84 x 84 frames, 4 epochs
 of 256 frames, as the atari group). Each variant builds a fresh agent from the shipped entry
@@ -33,6 +35,8 @@ from rlcli.training.agents import build_agent
 
 CASES = {
     "sac-hopper": ("sac", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
+    "td3-hopper": ("td3", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
+    "dqn-cartpole": ("dqn", "CartPole-v1", gym.spaces.Box(-np.inf, np.inf, (4,)), gym.spaces.Discrete(2)),
     "ppo-hopper": ("ppo", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "ppo-pong": ("ppo", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
 }
@@ -69,11 +73,18 @@ def _ppo_batch(agent, n_envs: int, generator: torch.Generator):
     return buf.batch(0.99, 0.95)
 
 
-def _sac_batch(agent, rows: int, generator: torch.Generator, device: torch.device) -> ReplayBatch:
-    obs = torch.randn(rows, 11, generator=generator)
-    return ReplayBatch(obs.to(device), (torch.rand(rows, 3, generator=generator) * 2 - 1).to(device),
+def _replay_batch(obs_space: gym.Space, action_space: gym.Space, rows: int, generator: torch.Generator,
+                  device: torch.device) -> ReplayBatch:
+    """Random transitions of the spaces' shapes, actions as the replay buffer keeps them (one float column
+    for a Discrete space)."""
+    obs_dim = int(np.prod(obs_space.shape))
+    if isinstance(action_space, gym.spaces.Discrete):
+        actions = torch.randint(0, int(action_space.n), (rows, 1), generator=generator).float()
+    else:
+        actions = torch.rand(rows, *action_space.shape, generator=generator) * 2 - 1
+    return ReplayBatch(torch.randn(rows, obs_dim, generator=generator).to(device), actions.to(device),
                        torch.randn(rows, generator=generator).to(device),
-                       torch.randn(rows, 11, generator=generator).to(device), torch.zeros(rows, device=device))
+                       torch.randn(rows, obs_dim, generator=generator).to(device), torch.zeros(rows, device=device))
 
 
 def time_updates(case: str, compile_mode: str, device: torch.device, updates: int, warmup: int) -> dict:
@@ -84,8 +95,8 @@ def time_updates(case: str, compile_mode: str, device: torch.device, updates: in
     n = cfg.algo.n_envs
     agent = build_agent(cfg, _Spaces(obs_space, action_space, n), device)
     generator = torch.Generator().manual_seed(0)
-    if algo == "sac":
-        batch = _sac_batch(agent, cfg.algo.batch_size, generator, device)
+    if algo != "ppo":
+        batch = _replay_batch(obs_space, action_space, cfg.algo.batch_size, generator, device)
         step = lambda: agent.update(batch)  # noqa: E731
     else:
         rollout = _ppo_batch(agent, n, generator)
@@ -111,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=sorted(CASES), required=True)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--updates", type=int, default=None, help="timed updates (default: 200 SAC, 10 PPO)")
+    parser.add_argument("--updates", type=int, default=None, help="timed updates (default: 200 off-policy, 10 PPO)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--variants", default="off,on", help="compile settings to time, comma-separated")
     parser.add_argument("--json", type=Path)
@@ -119,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.updates is not None and args.updates < 1:
         print("--updates must be at least 1", file=sys.stderr)
         return 2
-    updates = args.updates or (200 if args.case.startswith("sac") else 10)
+    updates = args.updates or (10 if args.case.startswith("ppo") else 200)
     device = torch.device(args.device)
     results = [time_updates(args.case, mode, device, updates, args.warmup) for mode in args.variants.split(",")]
     for r in results:

@@ -141,19 +141,24 @@ def _graphed_and_eager(algo: str, env_id: str, overrides: dict):
         agents.append(build_agent(cfg, env, resolve_device("cuda")))
     env.close()
     graphed, eager = agents
-    name = "_gradient_step" if algo == "sac" else "_step"
+    name = "_step" if algo == "ppo" else "_gradient_step"
     setattr(graphed, name, GraphedStep(getattr(graphed, name)))
     return graphed, eager, getattr(graphed, name)
 
 
-def test_a_graphed_sac_update_equals_the_eager_one():
-    graphed, eager, step = _graphed_and_eager("sac", "Pendulum-v1", {"policy_delay": 2})
+@pytest.mark.parametrize(("algo", "env_id", "overrides", "obs_dim", "actions"),
+                         [("sac", "Pendulum-v1", {"policy_delay": 2}, 3, "box"),
+                          ("td3", "Pendulum-v1", {"policy_delay": 2}, 3, "box"),
+                          ("dqn", "CartPole-v1", {"target_update_every": 2}, 4, "discrete")])
+def test_a_graphed_off_policy_update_equals_the_eager_one(algo, env_id, overrides, obs_dim, actions):
+    graphed, eager, step = _graphed_and_eager(algo, env_id, overrides)
     generator = torch.Generator().manual_seed(0)
     for i in range(8):  # two warm-ups and a capture of each of the two shapes (actor moved or not), then replays
-        batch = ReplayBatch(*(t.cuda() for t in (torch.randn(256, 3, generator=generator),
-                                                  torch.rand(256, 1, generator=generator) * 4 - 2,
+        action = (torch.rand(256, 1, generator=generator) * 4 - 2 if actions == "box"
+                  else torch.randint(0, 2, (256, 1), generator=generator).float())
+        batch = ReplayBatch(*(t.cuda() for t in (torch.randn(256, obs_dim, generator=generator), action,
                                                   torch.randn(256, generator=generator),
-                                                  torch.randn(256, 3, generator=generator), torch.zeros(256))))
+                                                  torch.randn(256, obs_dim, generator=generator), torch.zeros(256))))
         torch.manual_seed(i)
         a = {k: v.clone() for k, v in graphed.update(batch).items()}
         torch.manual_seed(i)

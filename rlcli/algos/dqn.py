@@ -21,7 +21,7 @@ from pydantic import Field
 from torch import nn
 
 from rlcli.algos.buffers import ReplayBatch
-from rlcli.algos.compiling import compiled
+from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ReplayConfig
 from rlcli.algos.optim import adam
 from rlcli.algos.sac import polyak_update
@@ -164,7 +164,9 @@ class DQN(nn.Module):
         self.env_steps, self.updates = 0, 0
         self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q)  # not a submodule: the same modules
         self._params, self._target_params = list(self.q.parameters()), list(self.q_target.parameters())
-        self._step = compiled(self.gradient_step, cfg.compile, device)
+        self._q_step = compiled(self.q_step, cfg.compile, device)
+        self._gradient_step = captured(self.gradient_step, cfg.compile, device)
+        self._epsilon = torch.zeros((), device=device)  # the metric, written in place: no new tensor a step
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
@@ -225,7 +227,7 @@ class DQN(nn.Module):
         loss = F.smooth_l1_loss(q, targets) if self.cfg.loss == "huber" else F.mse_loss(q, targets)
         return loss, q.mean().detach()
 
-    def gradient_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    def q_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward, loss, backward, clipping and Adam: what ``compile`` compiles."""
         with self.training_precision():
             loss, q_mean = self.td_loss(batch)
@@ -236,11 +238,16 @@ class DQN(nn.Module):
         self.optimizer.step()
         return loss.detach(), q_mean
 
+    def gradient_step(self, batch: ReplayBatch, move_target: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Q step, then (``move_target``) the target's update: one CUDA graph when compiling on a GPU."""
+        loss, q_mean = self._q_step(batch)
+        if move_target:
+            polyak_update(self._target_params, self._params, self.cfg.target_update_rate)
+        return loss, q_mean
+
     def update(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
         """One gradient step, and every ``target_update_every``-th the target's update. Metrics stay tensors."""
-        loss, q_mean = self._step(batch)
         self.updates += 1
-        if self.updates % self.cfg.target_update_every == 0:
-            polyak_update(self._target_params, self._params, self.cfg.target_update_rate)
-        return {"losses/td": loss, "charts/q_mean": q_mean,
-                "charts/epsilon": torch.tensor(self.epsilon, device=self.device)}
+        loss, q_mean = self._gradient_step(batch, self.updates % self.cfg.target_update_every == 0)
+        self._epsilon.fill_(self.epsilon)
+        return {"losses/td": loss, "charts/q_mean": q_mean, "charts/epsilon": self._epsilon}

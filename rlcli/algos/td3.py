@@ -21,7 +21,7 @@ from pydantic import Field
 from torch import nn
 
 from rlcli.algos.buffers import ReplayBatch
-from rlcli.algos.compiling import compiled
+from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ActorCriticReplayConfig
 from rlcli.algos.optim import adam
 from rlcli.algos.sac import polyak_update
@@ -142,6 +142,7 @@ class TD3(nn.Module):
         self._targets = list(self.actor_target.parameters()) + list(self.critic_target.parameters())
         self._critic_step = compiled(self.critic_step, cfg.compile, device)
         self._actor_step = compiled(self.actor_step, cfg.compile, device)
+        self._gradient_step = captured(self.gradient_step, cfg.compile, device)
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
@@ -215,9 +216,14 @@ class TD3(nn.Module):
         """One critic step; every ``policy_delay``-th also an actor step and the targets' Polyak update.
         Metrics stay tensors; the actor's only on the steps that moved it."""
         self.updates += 1
+        return self._gradient_step(batch, self.updates % self.cfg.policy_delay == 0)
+
+    def gradient_step(self, batch: ReplayBatch, move_actor: bool) -> dict[str, torch.Tensor]:
+        """The critics' step, then (``move_actor``) the actor's and the targets' Polyak update: one CUDA graph
+        when compiling on a GPU."""
         critic_loss, q_mean, obs = self._critic_step(batch)
         metrics = {"losses/critic": critic_loss, "charts/q_mean": q_mean}
-        if self.updates % self.cfg.policy_delay == 0:
+        if move_actor:
             self.critic.requires_grad_(False)  # the actor's loss builds no graph through the critics' weights
             metrics["losses/actor"] = self._actor_step(obs)
             self.critic.requires_grad_(True)
