@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -28,7 +29,39 @@ def compiled(fn: F, mode: Compile, device: torch.device, rows_vary: bool = False
     out), so the code is built for any count at once instead of again at the first change."""
     if not compile_enabled(mode, device):
         return fn
-    return torch.compile(fn, dynamic=True if rows_vary else None)  # type: ignore[return-value]
+    return CompiledStep(fn, dynamic=True if rows_vary else None)  # type: ignore[return-value]
+
+
+class CompiledStep:
+    """``fn`` through ``torch.compile``; where the compiler itself fails (an internal error of the installed
+    torch, seen with torch 2.11's dynamic shapes on a recurrent update), ``fn`` runs eagerly from then on,
+    with a warning, instead of the run stopping. The failing call is run again eagerly from its start: a
+    frame fails while it is being compiled, before it runs, and each step zeroes its gradients before its
+    backward, so nothing it did before the failure counts twice."""
+
+    def __init__(self, fn: Callable, dynamic: bool | None) -> None:
+        self.fn, self.compiled = fn, torch.compile(fn, dynamic=dynamic)
+        self.failed = False
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failed:
+            return self.fn(*args, **kwargs)
+        try:
+            return self.compiled(*args, **kwargs)
+        except Exception as e:
+            if not _compiler_error(e):
+                raise
+            self.failed = True
+            warnings.warn(f"{getattr(self.fn, '__name__', 'a step')} runs eagerly: torch.compile failed "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", stacklevel=2)
+            return self.fn(*args, **kwargs)
+
+
+def _compiler_error(e: BaseException) -> bool:
+    """Whether ``e`` was raised by torch's compiler rather than by the function it compiled (which raises
+    the same error again when run eagerly)."""
+    return type(e).__module__.startswith(("torch._dynamo", "torch._inductor"))
 
 
 def captured(fn: F, mode: Compile, device: torch.device) -> F:
@@ -83,10 +116,15 @@ class GraphedStep:
     def _capture(self, key: tuple, args: tuple, leaves: list) -> Any:
         inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
         graph = torch.cuda.CUDAGraph()
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        rng = generator.clone_state()
         try:
             with torch.cuda.graph(graph):
                 outputs = self.fn(*_rebuilt(args, inputs))
         except RuntimeError as e:  # nothing captured ran: the step runs as it is, from now on
+            # a capture that ends in an error leaves the generator registered as capturing, and every
+            # later random draw outside a graph then fails: it takes its state from before the capture
+            generator.graphsafe_set_state(rng)
             self.failed = True
             warnings.warn(f"{getattr(self.fn, '__name__', 'a step')} runs without CUDA graphs: its capture "
                           f"failed ({str(e).splitlines()[0]})", stacklevel=2)

@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
-from rlcli.algos.compiling import compile_enabled
+from rlcli.algos.compiling import CompiledStep, compile_enabled
 from rlcli.algos.learners import RolloutCollector
 from rlcli.algos.sac import SACConfig
 from rlcli.cli.app import app
@@ -23,6 +23,32 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 def test_auto_compiles_on_a_gpu_and_on_off_are_what_they_say():
     assert compile_enabled("auto", CUDA) and not compile_enabled("auto", CPU)
     assert compile_enabled("on", CPU) and not compile_enabled("off", CUDA)
+
+
+def test_a_compiler_failure_runs_the_step_eagerly_from_then_on():
+    calls = []
+    step = CompiledStep(lambda x: calls.append(x) or x * 2, dynamic=None)
+
+    def broken(x):
+        raise torch._dynamo.exc.InternalTorchDynamoError("IndexError: list index out of range")
+
+    step.compiled = broken
+    with pytest.warns(UserWarning, match="runs eagerly: torch.compile failed .InternalTorchDynamoError"):
+        assert step(torch.tensor(3.0)) == 6.0
+    assert step.failed and len(calls) == 1
+    assert step(torch.tensor(4.0)) == 8.0 and len(calls) == 2  # eager now, without trying the compiler again
+
+
+def test_an_error_of_the_step_itself_is_not_taken_for_the_compilers():
+    step = CompiledStep(lambda x: x, dynamic=None)
+
+    def failing(x):
+        raise ValueError("shapes do not match")
+
+    step.compiled = failing
+    with pytest.raises(ValueError, match="shapes do not match"):
+        step(torch.tensor(1.0))
+    assert not step.failed
 
 
 def test_a_run_saved_with_the_yes_no_switch_still_loads():
