@@ -16,7 +16,7 @@ from rlcli.algos import resolve
 from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.compiling import GraphedStep
 from rlcli.algos.learners import RolloutCollector
-from rlcli.algos.ppo import sequence_rows
+from rlcli.algos.ppo import evaluated, sequence_rows
 from rlcli.cli import app
 from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 from rlcli.envs.masked import LENGTH
@@ -80,7 +80,8 @@ def test_a_recurrent_update_on_the_gpu_replays_what_its_rollout_recorded(kind):
     assert batch.starts[1:].any() and batch.state.is_cuda
     for envs in (torch.arange(4, device="cuda"), torch.tensor([2, 0], device="cuda")):
         with torch.no_grad():
-            log_probs, _, values, old_log_probs, old_values, *_ = agent._evaluated(sequence_rows(batch, envs))
+            rows = evaluated(agent.net, sequence_rows(batch, envs), agent.training_precision())
+            log_probs, _, values, old_log_probs, old_values, *_ = rows
         torch.testing.assert_close(log_probs, old_log_probs, rtol=0, atol=1e-6)
         torch.testing.assert_close(values, old_values, rtol=0, atol=1e-6)
 

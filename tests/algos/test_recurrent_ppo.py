@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rlcli.algos import resolve
 from rlcli.algos.learners import RolloutCollector
-from rlcli.algos.ppo import PPO, PPOConfig, sequence_rows
+from rlcli.algos.ppo import PPO, PPOConfig, evaluated, sequence_rows
 from rlcli.cli import app
 from rlcli.config import NetworkConfig
 from rlcli.errors import UsageError
@@ -48,7 +48,8 @@ def test_before_the_first_gradient_step_the_update_computes_what_the_rollout_rec
     assert batch.state.abs().sum() > 0, "the state did not cross from the previous rollout"
     for envs in (torch.arange(4), torch.tensor([2, 0])):  # the whole rollout, and a minibatch of envs
         with torch.no_grad():
-            log_probs, _, values, old_log_probs, old_values, *_ = agent._evaluated(sequence_rows(batch, envs))
+            rows = evaluated(agent.net, sequence_rows(batch, envs), agent.training_precision())
+            log_probs, _, values, old_log_probs, old_values, *_ = rows
         assert log_probs.numel() == int(batch.valid[:, envs].sum())
         torch.testing.assert_close(log_probs, old_log_probs, rtol=0, atol=1e-6)
         torch.testing.assert_close(values, old_values, rtol=0, atol=1e-6)

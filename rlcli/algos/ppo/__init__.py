@@ -14,10 +14,10 @@ from rlcli.algos.ppo.losses import (
     row_mean,
     smooth_clamp,
 )
-from rlcli.algos.ppo.minibatches import Minibatches, sequence_rows
+from rlcli.algos.ppo.minibatches import Minibatches, evaluated, sequence_rows
 from rlcli.algos.ppo.schedule import MAX_LR, MIN_LR, LearningRate, adaptive_kl_lr
 
 __all__ = ["COUPLED", "MAX_LR", "MIN_LR", "PPO", "SEARCH_SPACE", "LearningRate", "Minibatches", "PPOConfig",
-           "adaptive_kl_lr", "clipped_surrogate_loss", "clipped_value_loss", "explained_variance",
+           "adaptive_kl_lr", "clipped_surrogate_loss", "clipped_value_loss", "evaluated", "explained_variance",
            "fit_minibatches", "network_class", "pooled_standardize", "ppo_loss", "row_mean", "sequence_rows",
            "shares_cores", "smooth_clamp", "thread_plan"]

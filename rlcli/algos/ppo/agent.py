@@ -16,6 +16,7 @@ update.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -27,11 +28,8 @@ from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.optim import adam
 from rlcli.algos.ppo.config import PPOConfig
-from rlcli.algos.ppo.losses import (
-    explained_variance,
-    ppo_loss,
-)
-from rlcli.algos.ppo.minibatches import Minibatches
+from rlcli.algos.ppo.losses import STATS, explained_variance, ppo_loss
+from rlcli.algos.ppo.minibatches import Minibatches, evaluated
 from rlcli.algos.ppo.schedule import LearningRate
 from rlcli.algos.world import SINGLE, World
 from rlcli.config import NetworkConfig
@@ -51,6 +49,16 @@ def network_class(cfg: NetworkConfig, layout: ObsLayout | None) -> type[nn.Modul
                              "network.recurrent")
         return GroupedActorCritic
     return RecurrentActorCritic if cfg.recurrent else ActorCritic
+
+
+def minibatch_step(step: Callable, cfg: PPOConfig, net: nn.Module, world: World, device: torch.device) -> Callable:
+    """``step`` as the update runs it: on a GPU one CUDA graph a row count (the eager step's kernels, since
+    torch.compile's code for varying row counts fails to capture), except for a sequence minibatch, which
+    keeps its valid rows (a count read back to the host), or where processes sum gradients between backward
+    and Adam; elsewhere compiled for any row count where the switch says so."""
+    if device.type == "cuda" and not isinstance(net, RecurrentActorCritic) and world.size == 1:
+        return captured(step, cfg.compile, device)
+    return compiled(step, cfg.compile, device, rows_vary=True)
 
 
 # Saved models name the actor-critic ``policy``, as the first format did: old runs and the zoo's agents load
@@ -91,13 +99,7 @@ class PPO(nn.Module):
         self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
         self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
-        if device.type == "cuda" and not isinstance(self.net, RecurrentActorCritic) and world.size == 1:
-            # one CUDA graph a minibatch step (of each row count): the eager step's kernels, since torch.compile's
-            # code for varying row counts fails to capture. Not for a sequence minibatch, which keeps its valid
-            # rows (a count read back to the host), nor where processes sum gradients between backward and Adam
-            self._step = captured(self._minibatch_step, cfg.compile, device)
-        else:
-            self._step = compiled(self._minibatch_step, cfg.compile, device, rows_vary=True)
+        self._step = minibatch_step(self._minibatch_step, cfg, self.net, world, device)
         # acting's outputs outlive the next call (the critic finishes from the actor's), so no CUDA graphs
         self._sample = compiled(self.net.sample, cfg.compile, device)
         self._value_of = compiled(self.net.value_of, cfg.compile, device)
@@ -220,30 +222,15 @@ class PPO(nn.Module):
             batch = batch._replace(values=self.value_norm.normalize(batch.values),
                                    returns=self.value_norm.normalize(batch.returns))
 
-        sums = torch.zeros(6, device=self.device)  # policy, value, entropy, kl, clipfrac, count
-        for epoch in self.minibatches.epochs(batch, cfg.n_epochs):
-            epoch_kl, steps = torch.zeros((), device=self.device), 0
-            for rows in epoch:
-                stats = self._step(rows, clip_t)
-                sums += stats
-                epoch_kl += stats[3]
-                steps += 1
-                if self.lr.adapt_every == "minibatch":
-                    self.lr.adapt(stats[3], 1)
-            if self.lr.adapt_every == "epoch":
-                self.lr.adapt(epoch_kl, steps)
+        sums = self.minibatches.train(batch, cfg.n_epochs, lambda rows: self._step(rows, clip_t), self.lr)
 
         with torch.no_grad():
             returns, values = (raw.returns[raw.valid], raw.values[raw.valid]) if sequences else (
                 raw.returns, raw.values)
             explained = explained_variance(returns, values, self.world, sums)
-        means = (sums[:5] / sums[5]).tolist()
-        return {
-            "losses/policy": means[0], "losses/value": means[1], "losses/entropy": means[2],
-            "losses/approx_kl": means[3], "losses/clip_fraction": means[4],
-            "losses/explained_variance": float(explained), "charts/learning_rate": self.lr.value,
-            "charts/clip_range": clip,
-        }
+        return {**dict(zip(STATS, (sums[:5] / sums[5]).tolist(), strict=True)),
+                "losses/explained_variance": float(explained), "charts/learning_rate": self.lr.value,
+                "charts/clip_range": clip}
 
     def _shared_statistics(self) -> list[RunningMeanStd]:
         """The normalisation statistics in use, which several processes pool."""
@@ -251,30 +238,10 @@ class PPO(nn.Module):
             return []
         return [norm.rms for norm in (self.obs_norm, self.reward_scaler, self.value_norm) if norm.enabled]
 
-    def _sequence_rows(batch: SequenceBatch, envs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The whole rollout sequences of the envs ``envs`` (a ``SequenceBatch``'s fields, env-indexed)."""
-        return tuple(t.index_select(1, envs) for t in batch[:8]) + (batch.state.index_select(0, envs),)
-
-    def _evaluated(self, rows: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """(log_probs, entropy, values) of a minibatch's rows under the current network, then the rollout's
-        (log_probs, values, advantages, returns) of the same rows; a sequence minibatch is replayed from its
-        stored state, and only its valid rows kept."""
-        if len(rows) == 6:
-            obs, actions, old_log_probs, old_values, advantages, returns = rows
-            with self.training_precision():
-                log_probs, entropy, values = self.net.evaluate(obs, actions)
-            return log_probs, entropy, values, old_log_probs, old_values, advantages, returns
-        obs, actions, old_log_probs, old_values, advantages, returns, valid, starts, state = rows
-        with self.training_precision():
-            log_probs, entropy, values = self.net.replay(obs, actions, state, starts)  # type: ignore[operator]
-        keep = valid.flatten().nonzero().squeeze(-1)
-        return tuple(t.flatten(0, 1).index_select(0, keep) for t in (
-            log_probs, entropy, values, old_log_probs, old_values, advantages, returns))
-
     def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: torch.Tensor) -> torch.Tensor:
         """One gradient step on a minibatch (forward, loss, backward, clipping, Adam): what ``compile``
         compiles. Returns the step's (policy loss, value loss, entropy, KL, clip fraction, 1)."""
-        loss, stats = ppo_loss(self.cfg, self._evaluated(rows), clip, self.world)
+        loss, stats = ppo_loss(self.cfg, evaluated(self.net, rows, self.training_precision()), clip, self.world)
         self.optimizer.zero_grad()
         loss.backward()
         self.world.sum_gradients_(self._params)

@@ -75,6 +75,10 @@ def explained_variance(returns: torch.Tensor, values: torch.Tensor, world: World
     return torch.where(var_returns > 0, explained, torch.zeros_like(explained)).float()
 
 
+# what ``ppo_loss``'s statistics are, in their order, as the update reports their means
+STATS = ("losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clip_fraction")
+
+
 def ppo_loss(cfg: PPOConfig, evaluated: tuple[torch.Tensor, ...], clip: torch.Tensor, world: World
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """(PPO's loss on a minibatch, its (policy loss, value loss, entropy, KL, clip fraction) detached) from

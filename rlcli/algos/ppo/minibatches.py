@@ -4,11 +4,14 @@ minibatches as one process would make of all their rows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import torch
+from torch import nn
 
 from rlcli.algos.buffers import RolloutBatch, SequenceBatch
+from rlcli.algos.ppo.schedule import LearningRate
 from rlcli.algos.world import World
 
 Rows = tuple[torch.Tensor, ...]
@@ -17,6 +20,23 @@ Rows = tuple[torch.Tensor, ...]
 def sequence_rows(batch: SequenceBatch, envs: torch.Tensor) -> Rows:
     """The whole rollout sequences of the envs ``envs`` (a ``SequenceBatch``'s fields, env-indexed)."""
     return tuple(t.index_select(1, envs) for t in batch[:8]) + (batch.state.index_select(0, envs),)
+
+
+def evaluated(net: nn.Module, rows: Rows, precision: AbstractContextManager) -> Rows:
+    """(log_probs, entropy, values) of a minibatch's rows under the current network, then the rollout's
+    (log_probs, values, advantages, returns) of the same rows; a sequence minibatch is replayed from its
+    stored state, and only its valid rows kept."""
+    if len(rows) == 6:
+        obs, actions, old_log_probs, old_values, advantages, returns = rows
+        with precision:
+            log_probs, entropy, values = net.evaluate(obs, actions)
+        return log_probs, entropy, values, old_log_probs, old_values, advantages, returns
+    obs, actions, old_log_probs, old_values, advantages, returns, valid, starts, state = rows
+    with precision:
+        log_probs, entropy, values = net.replay(obs, actions, state, starts)
+    keep = valid.flatten().nonzero().squeeze(-1)
+    return tuple(t.flatten(0, 1).index_select(0, keep) for t in (
+        log_probs, entropy, values, old_log_probs, old_values, advantages, returns))
 
 
 class Minibatches:
@@ -36,6 +56,25 @@ class Minibatches:
         count = self.count(n, size)
         for _ in range(n_epochs):
             yield self.epoch(batch, n, size, count)
+
+    def train(self, batch: RolloutBatch | SequenceBatch, n_epochs: int, step: Callable[[Rows], torch.Tensor],
+              lr: LearningRate) -> torch.Tensor:
+        """``step`` on each minibatch of ``n_epochs`` epochs, the learning rate adapted to the KL after each
+        minibatch or epoch as ``lr`` says; returns the steps' summed statistics (``step``'s: policy loss,
+        value loss, entropy, KL, clip fraction, 1), on the device."""
+        sums = torch.zeros(6, device=self.device)
+        for epoch in self.epochs(batch, n_epochs):
+            epoch_kl, steps = torch.zeros((), device=self.device), 0
+            for rows in epoch:
+                stats = step(rows)
+                sums += stats
+                epoch_kl += stats[3]
+                steps += 1
+                if lr.adapt_every == "minibatch":
+                    lr.adapt(stats[3], 1)
+            if lr.adapt_every == "epoch":
+                lr.adapt(epoch_kl, steps)
+        return sums
 
     def count(self, n: int, size: int) -> int | None:
         """Minibatches per epoch where several processes split each (None for one process): as many as one
