@@ -184,6 +184,11 @@ class World:
                                  group=self.control)
         return out[0]
 
+    def on_lead(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """``fn(*args, **kwargs)`` on the lead (the only process of a world of one), None on the others: what
+        the lead alone opens, reads or writes (the run directory, its lock, the evaluation envs)."""
+        return fn(*args, **kwargs) if self.lead else None
+
     @_collective
     def lead_to_others(self, make: Callable[[], T]) -> T | None:
         """What the lead makes (``make()``, called there alone) on every other process; None on the lead and

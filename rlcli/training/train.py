@@ -204,7 +204,7 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     ``on_hold`` is called when a first Ctrl-C waits for the iteration it landed in to finish. The lead
     holds the run directory's lock from here to the end of ``run``: a second writer is refused."""
     fresh = not run_dir.exists()
-    lock = RunLock.acquire(run_dir) if world.lead else None
+    lock = world.on_lead(RunLock.acquire, run_dir)
     try:
         session = _set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer, on_hold, world)
     except BaseException:
@@ -229,7 +229,7 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
     # rank r's envs are those a single process of every rank's envs would seed r * n_envs further on
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start + world.rank * cfg.algo.n_envs,
                    threads=world.env_threads(cores_each(world.local_size)))
-    eval_env = make_env(cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003) if world.lead else None
+    eval_env = world.on_lead(make_env, cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
     sinks: list[MetricSink] = []
     try:
         session = assemble(run, env, eval_env, sinks, plan, callbacks, wandb_project, resume, save_buffer, world)
@@ -252,7 +252,7 @@ def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDi
     number of processes where that changed (the run's global batch stays as saved)."""
     if not resume:
         return RunDir(run_dir, cfg)
-    run = RunDir.open(run_dir) if world.lead else None
+    run = world.on_lead(RunDir.open, run_dir)
     meta = world.from_lead(None if run is None else run.meta)
     run = run or RunDir(run_dir, cfg, meta)
     n_envs = envs_per_process(cfg.algo.n_envs, int(meta.get("world_size", 1)), world.size)
@@ -267,12 +267,8 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
     as they open: the lead's alone) of a session, and a new run's step-0 checkpoint."""
     cfg, meta, start, run_dir = run.cfg, run.meta, run.steps, run.path
     agent = build_agent(cfg, env, world.device(cfg.device), world)
-    if resume and world.lead:
-        load_model(agent, run.model(resuming=True), run.path)
-        optimizer = run.optimizer()
-        if optimizer is not None:
-            load_optimizer_tensors(agent.optimizers(), optimizer)
     if resume:
+        world.on_lead(load_saved, agent, run)
         agent.load_extra_state(meta.get("agent", {}))
     share_agent(agent, world)
     state = TrainState(run_dir=run_dir, step=start, total_steps=cfg.algo.steps,
@@ -295,6 +291,14 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
     else:
         checkpoint(session)  # step 0: a run that diverges or is cut short before its first save can resume
     return session
+
+
+def load_saved(agent: Agent, run: RunDir) -> None:
+    """A resumed run's weights and optimiser state, from its directory, into ``agent``."""
+    load_model(agent, run.model(resuming=True), run.path)
+    optimizer = run.optimizer()
+    if optimizer is not None:
+        load_optimizer_tensors(agent.optimizers(), optimizer)
 
 
 def open_sinks(run: RunDir, sinks: list[MetricSink], env: VecEnv, wandb_project: str | None) -> None:

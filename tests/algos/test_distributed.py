@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rlcli.algos.ppo import clipped_surrogate_loss, pooled_standardize, row_mean
-from rlcli.algos.world import SINGLE, envs_per_process, gpu_of
+from rlcli.algos.world import SINGLE, World, envs_per_process, gpu_of
 from rlcli.cli import app
 from rlcli.errors import UsageError
 from rlcli.training.launch import PEER_LOST_EXIT, failed, without_option
@@ -44,6 +44,16 @@ def test_a_process_share_of_a_mean_and_pooled_advantages_in_one_process_are_the_
     assert float(count) == 50
     torch.testing.assert_close(standardized, (advantages - advantages.mean()) / (advantages.std() + 1e-8))
     assert torch.equal(pooled_standardize(advantages, SINGLE, normalize=False)[1], advantages)
+
+
+def test_a_world_of_one_is_its_own_lead_and_its_collectives_hand_back_what_they_get():
+    opened = []
+    assert SINGLE.on_lead(lambda path: opened.append(path) or path, "run") == "run" and opened == ["run"]
+    assert SINGLE.from_lead({"steps": 3}) == {"steps": 3} and SINGLE.to_lead(7) == [7]
+    assert SINGLE.lead_to_others(lambda: opened.append("again")) is None and opened == ["run"]
+    assert SINGLE.flags(True, False) == (True, False)
+    other = World(rank=1, size=2)
+    assert other.on_lead(lambda: opened.append("not here")) is None and opened == ["run"]
 
 
 def test_one_update_by_two_processes_equals_one_process_over_their_rows(tmp_path):
