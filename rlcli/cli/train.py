@@ -20,7 +20,7 @@ from rlcli.algos.world import SINGLE, PeerLost, World, check_gpus, envs_per_proc
 from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import RunConfig, deep_merge, parse_overrides
-from rlcli.envs import env_group, import_env_module
+from rlcli.envs import env_group
 from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import StorageError, UsageError
 from rlcli.jobs.interrupts import not_noted, term_as_interrupt
@@ -191,17 +191,15 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
         return cfg, directory, done
     if r.env_id is None:
         raise UsageError("missing ENV: give an environment id (e.g. CartPole-v1) or --resume RUN_DIR")
-    import_env_module(r.env_module)
-    env_id, note = resolve_env_id(r.env_id)
-    if note:
-        console.print(note)
     overrides = deep_merge(parse_overrides(r.params or []), {k: v for k, v in (
         ("steps", r.steps), ("n_envs", r.n_envs), ("compile", r.compile)) if v is not None})
-    cfg = resolve(r.algo or DEFAULT, env_id, backend=(r.backend or Backend.auto).value, env_module=r.env_module,
+    cfg = resolve(r.algo or DEFAULT, r.env_id, backend=(r.backend or Backend.auto).value, env_module=r.env_module,
                   config_file=r.config_file, overrides=overrides, seed=r.seed,
                   eval_every=r.eval_every, eval_episodes=r.eval_episodes,
                   **{**asdict(r.runtime), "device": r.runtime.device or Device.auto.value})
-    directory = r.run_dir or default_run_dir(env_id, cfg.algo.algo, r.seed)
+    if cfg.env.id != r.env_id:
+        console.print(f"{r.env_id} resolves to {cfg.env.id}")
+    directory = r.run_dir or default_run_dir(cfg.env.id, cfg.algo.algo, r.seed)
     check_new_run(cfg, directory)
     return cfg, directory, 0
 
