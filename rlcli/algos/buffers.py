@@ -103,48 +103,62 @@ class RolloutBuffer:
 class ReplayBatch(NamedTuple):
     obs: torch.Tensor
     actions: torch.Tensor
-    rewards: torch.Tensor
+    rewards: torch.Tensor  # with n-step returns, the discounted sum of the steps up to ``next_obs``
     next_obs: torch.Tensor
     terminated: torch.Tensor  # float: 1 where the episode ended without a time limit (no bootstrap)
+    discounts: torch.Tensor | None = None  # n-step returns: gamma^k, k the steps to ``next_obs``; None: gamma
+    weights: torch.Tensor | None = None  # prioritised replay: each row's importance-sampling weight
+    index: torch.Tensor | None = None  # prioritised replay: the rows' places, for their new priorities
+
+
+def bootstrap_discount(batch: ReplayBatch, gamma: float) -> torch.Tensor | float:
+    """What the value of ``next_obs`` is discounted by: gamma, or each row's gamma^k with n-step returns."""
+    return gamma if batch.discounts is None else batch.discounts
 
 
 class ReplayBuffer:
     """A ring of preallocated tensors. ``next_obs`` is the real next observation, the final one at
     an episode end; rows are written only for transitions the env actually took."""
 
-    FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
-
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, device: torch.device,
-                 obs_dtype: torch.dtype = torch.float32) -> None:
+                 obs_dtype: torch.dtype = torch.float32, discounts: bool = False) -> None:
+        """``discounts``: each row keeps its own bootstrap discount (n-step returns)."""
         self.capacity, self.device = capacity, device
+        self.fields = ("obs", "actions", "rewards", "next_obs", "terminated") + (("discounts",) if discounts else ())
         self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=device)
         self.next_obs = torch.zeros_like(self.obs)
         self.actions = torch.zeros((capacity, action_dim), device=device)
         self.rewards = torch.zeros(capacity, device=device)
         self.terminated = torch.zeros(capacity, device=device)
+        self.discounts = torch.zeros(capacity, device=device) if discounts else None
         self.pos = 0
         self.size = 0
 
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-            terminated: torch.Tensor) -> None:
+            terminated: torch.Tensor, discounts: torch.Tensor | None = None) -> None:
         """Appends k rows, overwriting the oldest once full."""
         k = obs.shape[0]
         end = self.pos + k
         # a slice where the rows do not wrap: a third of the time of an index for SAC's one row a step
         index = slice(self.pos, end) if end <= self.capacity else (
             torch.arange(self.pos, end, device=self.device) % self.capacity)
-        for name, value in zip(self.FIELDS, (obs, actions, rewards, next_obs, terminated), strict=True):
+        for name, value in zip(self.fields, (obs, actions, rewards, next_obs, terminated, discounts), strict=False):
             getattr(self, name)[index] = value.to(getattr(self, name).dtype)
         self.pos = end % self.capacity
         self.size = min(self.size + k, self.capacity)
 
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int, progress: float = 0.0) -> ReplayBatch:
+        """``batch_size`` rows drawn uniformly (``progress``, the fraction of training done, is for the
+        prioritised buffer's schedule)."""
         index = torch.randint(0, self.size, (batch_size,), device=self.device)
-        return ReplayBatch(*(getattr(self, name).index_select(0, index) for name in self.FIELDS))
+        return self.rows(index)
+
+    def rows(self, index: torch.Tensor) -> ReplayBatch:
+        return ReplayBatch(*(getattr(self, name).index_select(0, index) for name in self.fields))
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The filled rows and the write position, for a checkpoint."""
-        out = {name: getattr(self, name)[: self.size] for name in self.FIELDS}
+        out = {name: getattr(self, name)[: self.size] for name in self.fields}
         out["pos"] = torch.tensor(self.pos)
         return out
 
@@ -152,6 +166,6 @@ class ReplayBuffer:
         size = tensors["obs"].shape[0]
         if size > self.capacity:
             raise ValueError(f"saved buffer holds {size} rows, more than buffer_size={self.capacity}")
-        for name in self.FIELDS:
+        for name in self.fields:
             getattr(self, name)[:size] = tensors[name].to(self.device)
         self.size, self.pos = size, int(tensors["pos"]) % self.capacity

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 
 from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
+from rlcli.algos.nstep import NStepReturns
+from rlcli.algos.prioritized import PRIORITIES, PrioritizedReplayBuffer
 from rlcli.algos.threads import ThreadPlan, torch_threads
 from rlcli.envs import ManyAgentEnv, StepResult, VecEnv, agents_per_env
 from rlcli.envs.faults import rollout_fault, transitions_fault
@@ -29,11 +31,17 @@ class OnPolicyConfig(Protocol):
 
 
 class OffPolicyConfig(Protocol):
+    steps: int
     buffer_size: int
     learning_starts: int
     batch_size: int
+    gamma: float
     utd_ratio: float
     log_every: int
+    n_step: int
+    prioritized: bool
+    priority_alpha: float
+    priority_beta: float
 
 
 @dataclass
@@ -260,6 +268,15 @@ class RolloutCollector:
         buf.dones[t] = done
 
 
+def replay_buffer(cfg: OffPolicyConfig, obs_shape: tuple[int, ...], action_dim: int, device: torch.device
+                  ) -> ReplayBuffer:
+    """The replay ``cfg`` asks for: uniform or prioritised, with each row's discount where returns are n-step."""
+    if cfg.prioritized:
+        return PrioritizedReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, discounts=cfg.n_step > 1,
+                                       alpha=cfg.priority_alpha, beta_start=cfg.priority_beta)
+    return ReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, discounts=cfg.n_step > 1)
+
+
 class OffPolicyLearner:
     """One off-policy iteration: ``log_every`` env steps, with ``utd_ratio`` gradient steps per transition
     stored once the buffer holds more than ``learning_starts``; until then actions are uniform random
@@ -268,8 +285,11 @@ class OffPolicyLearner:
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
         self.env, self.agent, self.cfg, self.device = env, agent, cfg, agent.device
         space = env.single_action_space
-        self.buffer = ReplayBuffer(cfg.buffer_size, tuple(env.single_observation_space.shape),
-                                   int(np.prod(space.shape)), self.device)
+        self.buffer = replay_buffer(cfg, tuple(env.single_observation_space.shape), int(np.prod(space.shape)),
+                                    self.device)
+        self.nstep = None if cfg.n_step == 1 else NStepReturns(
+            cfg.n_step, cfg.gamma, env.num_envs, tuple(env.single_observation_space.shape),
+            int(np.prod(space.shape)), self.device)
         self.space = space
         self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
         self.obs = env.reset()
@@ -298,23 +318,45 @@ class OffPolicyLearner:
             rows = slice(None) if real.all() else np.flatnonzero(real)
             stored = int(real.sum())
             stored_each.append(stored)
-            # a Discrete space's actions as the buffer's one column
-            taken_actions = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
-            self.buffer.add(obs[rows], taken_actions,
-                            torch.as_tensor(result.reward[rows], device=dev),
-                            torch.as_tensor(result.obs[rows], device=dev),
-                            torch.as_tensor(result.terminated[rows], device=dev))
+            if self.nstep is None:
+                # a Discrete space's actions as the buffer's one column
+                acted = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
+                self.buffer.add(obs[rows], acted, torch.as_tensor(result.reward[rows], device=dev),
+                                torch.as_tensor(result.obs[rows], device=dev),
+                                torch.as_tensor(result.terminated[rows], device=dev))
+            else:
+                stored = self._add_n_step(obs, actions, result, real)
+                stored_each[-1] = stored
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
             taken += n
             if self.buffer.size > max(cfg.learning_starts, cfg.batch_size - 1):
                 self.updates_owed += cfg.utd_ratio * stored
                 while self.updates_owed >= 1.0:
-                    means.add(agent.update(self.buffer.sample(cfg.batch_size)))
+                    batch = self.buffer.sample(cfg.batch_size, step / cfg.steps)
+                    metrics = agent.update(batch)
+                    if cfg.prioritized:
+                        metrics = dict(metrics)
+                        self.buffer.update_priorities(batch.index, metrics.pop(PRIORITIES))
+                    means.add(metrics)
                     n_updates += 1
                     self.updates_owed -= 1.0
         self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+
+    def _add_n_step(self, obs: torch.Tensor, actions: np.ndarray, result: StepResult, real: np.ndarray) -> int:
+        """One vector step into the n-step accumulator, and the transitions it completes into the buffer;
+        returns how many."""
+        dev, n = self.device, self.env.num_envs
+        done = result.terminated | result.truncated
+        done_t, real_t = (torch.as_tensor(x, device=dev) for x in (done, real))
+        out = self.nstep.push(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),  # type: ignore[union-attr]
+                              torch.as_tensor(result.reward, device=dev).float(),
+                              torch.as_tensor(result.obs, device=dev), torch.as_tensor(result.terminated, device=dev),
+                              done_t, real_t)
+        if len(out.obs):
+            self.buffer.add(*out)
+        return len(out.obs)
 
     def random_actions(self, n: int) -> np.ndarray:
         """``n`` uniform random actions: a Box's within its bounds, a Discrete's among its choices."""
@@ -354,7 +396,8 @@ class OffPolicyLearner:
         learner = Snapshot({"rng": self.rng.bit_generator.state, "updates_owed": self.updates_owed},
                            {"obs": torch.from_numpy(np.array(self.obs)),
                             "prev_done": torch.from_numpy(np.array(self.prev_done))})
-        return Snapshot.of({"learner": learner, "episodes": self.episodes.state()})
+        parts = {"learner": learner, "episodes": self.episodes.state()}
+        return Snapshot.of(parts if self.nstep is None else {**parts, "n_step": self.nstep.state()})
 
     def load_live_state(self, snapshot: Snapshot) -> None:
         learner = snapshot.part("learner")
@@ -362,3 +405,5 @@ class OffPolicyLearner:
         self.rng.bit_generator.state = learner.values["rng"]
         self.updates_owed = float(learner.values["updates_owed"])
         self.episodes.load_state(snapshot.part("episodes"))
+        if self.nstep is not None:
+            self.nstep.load_state(snapshot.part("n_step"))

@@ -32,6 +32,16 @@ class ReplayConfig(AlgoConfig):
     """Observations standardised by running statistics (saved with the run)."""
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
     """Normalised observations clipped to +- this."""
+    n_step: Annotated[int, Field(gt=0, le=100)] = 1
+    """Env steps summed into each stored transition's return, the value bootstrapped from that many steps on
+    (n-step returns); 1: one-step targets."""
+    prioritized: bool = False
+    """Prioritised replay: transitions drawn in proportion to their last |TD error| ** priority_alpha, the
+    loss weighted by importance sampling (Schaul et al. 2016)."""
+    priority_alpha: Annotated[float, Field(ge=0, le=1)] = 0.6
+    """How strongly priorities skew the draw (0: uniform)."""
+    priority_beta: Annotated[float, Field(ge=0, le=1)] = 0.4
+    """The importance-sampling exponent at the start; it rises linearly to 1 by the end of the run."""
 
 
 class ActorCriticReplayConfig(ReplayConfig):

@@ -20,10 +20,11 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from rlcli.algos.buffers import ReplayBatch
+from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ActorCriticReplayConfig
 from rlcli.algos.optim import adam
+from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.threads import ThreadPlan
 from rlcli.config import Precision, RunConfig
 from rlcli.errors import UsageError
@@ -162,15 +163,18 @@ class SAC(nn.Module):
         return self.actor.act(self.obs_norm(obs.float()))
 
     def critic_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Soft Bellman error summed over both critics; also returns the mean Q for logging."""
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Soft Bellman error summed over both critics (each row's weighted by its importance weight under
+        prioritised replay); also the mean Q and each row's |TD error|, the critics' mean (detached)."""
         with torch.no_grad():
             next_actions, next_log_probs = self.actor(next_obs)
             alpha = self.log_alpha.exp()
             next_q = self.critic_target(next_obs, next_actions).min(0).values - alpha * next_log_probs
-            target = batch.rewards + self.cfg.gamma * (1.0 - batch.terminated) * next_q
+            target = batch.rewards + bootstrap_discount(batch, self.cfg.gamma) * (1.0 - batch.terminated) * next_q
         q = self.critic(obs, batch.actions)
-        return (q - target).square().mean(-1).sum(), q.mean().detach()
+        errors = q - target
+        squared = errors.square() if batch.weights is None else batch.weights * errors.square()
+        return squared.mean(-1).sum(), q.mean().detach(), errors.detach().abs().mean(0)
 
     def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """alpha * log pi - min Q over fresh actions; also returns the log-probabilities (detached)."""
@@ -178,15 +182,16 @@ class SAC(nn.Module):
         q = self.critic(obs, actions).min(0).values
         return (self.log_alpha.exp().detach() * log_probs - q).mean(), log_probs.detach()
 
-    def critic_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One gradient step of the critics; returns (their loss, the mean Q, the normalised observations)."""
+    def critic_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, ...]:
+        """One gradient step of the critics; returns (their loss, the mean Q, the normalised observations,
+        each row's |TD error|)."""
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
         with self.training_precision():
-            loss, q_mean = self.critic_loss(batch, obs, next_obs)
+            loss, q_mean, errors = self.critic_loss(batch, obs, next_obs)
         self.critic_optimizer.zero_grad()
         loss.backward()
         self.critic_optimizer.step()
-        return loss.detach(), q_mean, obs
+        return loss.detach(), q_mean, obs, errors
 
     def actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step of the actor, and of the temperature where it is tuned; returns (the actor's
@@ -216,8 +221,10 @@ class SAC(nn.Module):
     def gradient_step(self, batch: ReplayBatch, move_actor: bool, move_targets: bool) -> dict[str, torch.Tensor]:
         """The critics' step, then the actor's and alpha's (``move_actor``) and the Polyak update
         (``move_targets``): one CUDA graph when compiling on a GPU."""
-        critic_loss, q_mean, obs = self._critic_step(batch)
+        critic_loss, q_mean, obs, errors = self._critic_step(batch)
         metrics = {"losses/critic": critic_loss, "charts/q_mean": q_mean}
+        if self.cfg.prioritized:
+            metrics[PRIORITIES] = errors
         if move_actor:
             # requires_grad off so the actor's loss builds no graph through the critic's weights
             self.critic.requires_grad_(False)

@@ -20,10 +20,11 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from rlcli.algos.buffers import ReplayBatch
+from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ActorCriticReplayConfig
 from rlcli.algos.optim import adam
+from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
 from rlcli.algos.threads import ThreadPlan
 from rlcli.config import NetworkConfig, RunConfig
@@ -74,8 +75,10 @@ def smoothed_target_actions(actions: torch.Tensor, noise: torch.Tensor, scale: f
     return (actions + (noise * scale).clamp(-clip, clip)).clamp(-1.0, 1.0)
 
 
-def td3_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
-    """r + gamma (1 - terminated) min over the critics of Q_target(s', a') (``next_q``: [critics, B])."""
+def td3_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float | torch.Tensor
+                ) -> torch.Tensor:
+    """r + gamma (1 - terminated) min over the critics of Q_target(s', a') (``next_q``: [critics, B]; ``gamma``
+    each row's own with n-step returns)."""
     return rewards + gamma * (1.0 - terminated) * next_q.min(0).values
 
 
@@ -184,9 +187,9 @@ class TD3(nn.Module):
         noisy = (actions + self.cfg.exploration_noise * torch.randn_like(actions)).clamp(-1.0, 1.0)
         return self.actor.scale_to_env(noisy)
 
-    def critic_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def critic_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, ...]:
         """One gradient step of the critics towards the smoothed, clipped double-Q targets; returns (their
-        loss, the mean Q, the normalised observations)."""
+        loss, the mean Q, the normalised observations, each row's |TD error|, the critics' mean)."""
         cfg = self.cfg
         obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
         with torch.no_grad():
@@ -194,14 +197,16 @@ class TD3(nn.Module):
             next_actions = smoothed_target_actions(next_actions, torch.randn_like(next_actions), cfg.target_noise,
                                                    cfg.target_noise_clip)
             targets = td3_targets(batch.rewards, batch.terminated, self.critic_target(next_obs, next_actions),
-                                  cfg.gamma)
+                                  bootstrap_discount(batch, cfg.gamma))
         with self.training_precision():
             q = self.critic(obs, self.actor.unit(batch.actions))
-            loss = (q - targets).square().mean(-1).sum()
+            errors = q - targets
+            squared = errors.square() if batch.weights is None else batch.weights * errors.square()
+            loss = squared.mean(-1).sum()
         self.critic_optimizer.zero_grad()
         loss.backward()
         self.critic_optimizer.step()
-        return loss.detach(), q.mean().detach(), obs
+        return loss.detach(), q.mean().detach(), obs, errors.detach().abs().mean(0)
 
     def actor_step(self, obs: torch.Tensor) -> torch.Tensor:
         """One gradient step of the actor up the first critic's values; returns its loss."""
@@ -221,8 +226,10 @@ class TD3(nn.Module):
     def gradient_step(self, batch: ReplayBatch, move_actor: bool) -> dict[str, torch.Tensor]:
         """The critics' step, then (``move_actor``) the actor's and the targets' Polyak update: one CUDA graph
         when compiling on a GPU."""
-        critic_loss, q_mean, obs = self._critic_step(batch)
+        critic_loss, q_mean, obs, errors = self._critic_step(batch)
         metrics = {"losses/critic": critic_loss, "charts/q_mean": q_mean}
+        if self.cfg.prioritized:
+            metrics[PRIORITIES] = errors
         if move_actor:
             self.critic.requires_grad_(False)  # the actor's loss builds no graph through the critics' weights
             metrics["losses/actor"] = self._actor_step(obs)

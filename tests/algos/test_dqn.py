@@ -1,14 +1,16 @@
 """DQN's pieces against hand-computed cases: the TD targets (plain and double), epsilon's schedule, the
-dueling head, epsilon-greedy acting; and a short run through every command."""
+dueling head, epsilon-greedy acting, the C51 projection, distributional values and noisy layers; and short
+runs through every command and exact resumes."""
 
 import json
+import math
 
 import gymnasium as gym
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlcli.algos.dqn import DQN, DQNConfig, QNetwork, linear_epsilon, td_targets
+from rlcli.algos.dqn import DQN, DQNConfig, NoisyLinear, QNetwork, categorical_targets, linear_epsilon, td_targets
 from rlcli.cli import app
 
 
@@ -74,11 +76,16 @@ def test_the_target_network_is_copied_every_target_update_every_steps():
     assert torch.equal(dqn.q.advantage.weight, dqn.q_target.advantage.weight)
 
 
-def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions(tmp_path):
+RAINBOW_PARTS = ["-p", "atoms=11", "-p", "v_min=0", "-p", "v_max=50", "-p", "noisy=true", "-p", "dueling=true",
+                 "-p", "n_step=3", "-p", "prioritized=true"]
+
+
+@pytest.mark.parametrize("settings", [[], RAINBOW_PARTS], ids=["dqn", "rainbow-parts"])
+def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions(tmp_path, settings):
     pytest.importorskip("onnxruntime")
     runner, run = CliRunner(), tmp_path / "run"
     result = runner.invoke(app, ["train", "CartPole-v1", "--algo", "dqn", "--steps", "2000", "--backend", "gymnasium",
-                                 "--eval-episodes", "2", "--run-dir", str(run), "-p", "learning_starts=500"])
+                                 "--eval-episodes", "2", "--run-dir", str(run), "-p", "learning_starts=500", *settings])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
     assert result.exit_code == 0, result.output
@@ -92,7 +99,10 @@ def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions
     assert "DQN needs Discrete actions" in result.output
 
 
-def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("replay", [{}, {"n_step": 3, "prioritized": True, "n_envs": 2},
+                                    {"atoms": 11, "v_min": 0.0, "v_max": 50.0, "noisy": True, "n_step": 2}],
+                         ids=["uniform", "n-step-prioritized", "distributional-noisy"])
+def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path, monkeypatch, replay):
     from rlcli.algos import resolve
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
     from rlcli.training.train import TrainingInterrupted, train
@@ -100,12 +110,56 @@ def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path, monkeypatch):
 
     cfg = resolve("dqn", "CartPole-v1", backend="gymnasium", eval_every=0, eval_episodes=1, torch_threads=1, seed=2,
                   overrides={"steps": 800, "learning_starts": 200, "log_every": 100, "batch_size": 16, "hidden": [16],
-                             "target_update_every": 20, "utd_ratio": 0.5})
+                             "target_update_every": 20, "utd_ratio": 0.5, **replay})
     train(cfg, tmp_path / "whole")
     with monkeypatch.context() as patch:  # in the 5th iteration, while epsilon still falls
-        _interrupt_at(patch, GymnasiumVecEnv, "step", 450)
+        _interrupt_at(patch, GymnasiumVecEnv, "step", 450 // cfg.algo.n_envs)
         with pytest.raises(TrainingInterrupted):
             train(cfg, tmp_path / "cut", save_buffer=True)
     assert json.loads((tmp_path / "cut" / "meta.json").read_text())["steps"] == 500
     train(cfg, tmp_path / "cut", resume=True)
     _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+
+
+def test_the_c51_projection_moves_each_atom_by_the_bellman_operator_and_splits_it_between_neighbours():
+    support = torch.tensor([-2.0, -1.0, 0.0, 1.0, 2.0])
+    one_hot = torch.tensor([[1.0, 0.0, 0.0, 0.0, 0.0]] * 3)
+    # z = -2 moved to 0.5 - 2 = -1.5 (halfway: half to -2, half to -1); terminal: every atom to 0.5; clipped at 2
+    out = categorical_targets(torch.tensor([0.5, 0.5, 10.0]), torch.tensor([0.0, 1.0, 0.0]), one_hot, support, 1.0)
+    torch.testing.assert_close(out, torch.tensor([[0.5, 0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5, 0.0],
+                                                  [0.0, 0.0, 0.0, 0.0, 1.0]]))
+    uniform = torch.full((1, 5), 0.2)  # each atom one up, exactly onto the next, the top one clipped onto itself
+    torch.testing.assert_close(categorical_targets(torch.tensor([1.0]), torch.zeros(1), uniform, support, 1.0),
+                               torch.tensor([[0.0, 0.2, 0.2, 0.2, 0.4]]))
+    # gamma 0.5 on a per-row tensor (n-step discounts): z = 2 -> 1 + 0.5 * 2 = 2, z = -2 -> 0: masses kept
+    probs = torch.tensor([[0.25, 0.0, 0.0, 0.0, 0.75]])
+    torch.testing.assert_close(categorical_targets(torch.tensor([1.0]), torch.zeros(1), probs, support,
+                                                   torch.tensor([0.5])), torch.tensor([[0.0, 0.0, 0.25, 0.0, 0.75]]))
+
+
+def test_a_distributional_q_value_is_its_distributions_mean():
+    torch.manual_seed(0)
+    net = QNetwork(4, 3, (8,), "relu", dueling=True, atoms=5, v_min=-2.0, v_max=2.0)
+    obs = torch.randn(6, 4)
+    logits = net.logits(obs)
+    assert logits.shape == (6, 3, 5)
+    torch.testing.assert_close(net(obs), (logits.softmax(-1) * torch.linspace(-2, 2, 5)).sum(-1))
+
+
+def test_noisy_layers_draw_factorised_noise_of_the_stated_scale_and_evaluate_on_their_means():
+    torch.manual_seed(0)
+    layer = NoisyLinear(16, 8, std_init=0.5)
+    assert torch.allclose(layer.weight_sigma, torch.full((8, 16), 0.5 / 4))
+    x = torch.randn(5, 16)
+    torch.testing.assert_close(layer(x), x @ layer.weight_mu.T + layer.bias_mu)  # no noise: the means
+    squares = []
+    for _ in range(2000):
+        layer.reset_noise()
+        assert torch.linalg.matrix_rank(layer.weight_epsilon) == 1  # an outer product
+        squares.append(layer.weight_epsilon.square().mean())
+    # f(x) = sign(x) sqrt(|x|) of a standard normal: E f^2 = E|x| = sqrt(2 / pi), so E eps^2 = 2 / pi
+    assert abs(float(torch.stack(squares).mean()) - 2 / math.pi) < 0.02
+    noisy = layer(x, noise=True)
+    expected = x @ (layer.weight_mu + layer.weight_sigma * layer.weight_epsilon).T + layer.bias_mu + (
+        layer.bias_sigma * layer.bias_epsilon)
+    torch.testing.assert_close(noisy, expected)

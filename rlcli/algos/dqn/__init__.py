@@ -1,0 +1,11 @@
+"""Deep Q-learning and the Rainbow components: ``config`` (hyperparameters, search space, thread plan),
+``targets`` (the maths, pure functions), ``networks`` (the Q network, noisy layers, the greedy policy) and
+``agent``."""
+
+from rlcli.algos.dqn.agent import DQN
+from rlcli.algos.dqn.config import SEARCH_SPACE, DQNConfig, thread_plan
+from rlcli.algos.dqn.networks import GreedyPolicy, NoisyLinear, QNetwork
+from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
+
+__all__ = ["DQN", "SEARCH_SPACE", "DQNConfig", "GreedyPolicy", "NoisyLinear", "QNetwork", "categorical_targets",
+           "linear_epsilon", "next_actions", "td_targets", "thread_plan"]

@@ -1,0 +1,117 @@
+"""DQN's networks: the Q network (an MLP trunk, then one head or dueling value and advantage heads, each
+action's value a number or a distribution over atoms), its noisy linear layers, and the greedy policy that
+evaluation, play and export run."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlcli.nets.models import ACTIVATIONS
+
+
+class NoisyLinear(nn.Module):
+    """A linear layer whose weights are mu + sigma * epsilon, epsilon factorised Gaussian noise (the outer
+    product of f(x) = sign(x) sqrt(|x|) of one normal draw per input and per output), drawn by
+    ``reset_noise``; without ``noise`` the layer is its means alone (Fortunato et al. 2018, section 3.2)."""
+
+    def __init__(self, in_features: int, out_features: int, std_init: float) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), std_init * bound))
+        self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), std_init * bound))
+        self.register_buffer("weight_epsilon", torch.zeros(out_features, in_features))
+        self.register_buffer("bias_epsilon", torch.zeros(out_features))
+
+    def reset_noise(self) -> None:
+        device = self.weight_mu.device
+        noise_in = _signed_sqrt(torch.randn(self.in_features, device=device))
+        noise_out = _signed_sqrt(torch.randn(self.out_features, device=device))
+        self.weight_epsilon.copy_(torch.outer(noise_out, noise_in))
+        self.bias_epsilon.copy_(noise_out)
+
+    def forward(self, x: torch.Tensor, noise: bool = False) -> torch.Tensor:
+        if not noise:
+            return F.linear(x, self.weight_mu, self.bias_mu)
+        return F.linear(x, self.weight_mu + self.weight_sigma * self.weight_epsilon,
+                        self.bias_mu + self.bias_sigma * self.bias_epsilon)
+
+
+def _signed_sqrt(x: torch.Tensor) -> torch.Tensor:
+    return x.sign() * x.abs().sqrt()
+
+
+class QNetwork(nn.Module):
+    """Observations -> one value per action: an MLP, then one linear head, or dueling value and advantage
+    heads combined as V + A - mean(A). With ``atoms`` > 1 each action's head gives the logits of a return
+    distribution on ``support`` (the dueling combination on the logits, as Rainbow does), and its value is
+    that distribution's mean. ``noisy``: the heads are ``NoisyLinear``."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], activation: str, dueling: bool,
+                 atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
+                 noisy_std: float = 0.5) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for units in hidden:
+            layers += [nn.Linear(width, units), ACTIVATIONS[activation]()]
+            width = units
+        self.trunk = nn.Sequential(*layers)
+        self.n_actions, self.atoms, self.dueling = n_actions, atoms, dueling
+        layer = (lambda n_in, n_out: NoisyLinear(n_in, n_out, noisy_std)) if noisy else nn.Linear
+        self.advantage = layer(width, n_actions * atoms)
+        self.value = layer(width, atoms) if dueling else None
+        if atoms > 1:
+            self.register_buffer("support", torch.linspace(v_min, v_max, atoms))
+
+    def logits(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
+        """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution."""
+        features = self.trunk(obs)
+        advantage = _head(self.advantage, features, noise)
+        if self.atoms > 1:
+            advantage = advantage.unflatten(-1, (self.n_actions, self.atoms))
+        if self.value is None:
+            return advantage
+        value = _head(self.value, features, noise)
+        if self.atoms > 1:
+            return value.unsqueeze(-2) + advantage - advantage.mean(-2, keepdim=True)
+        return value + advantage - advantage.mean(-1, keepdim=True)
+
+    def forward(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
+        """[B, actions]: each action's value (a distribution's mean where there are atoms)."""
+        out = self.logits(obs, noise)
+        return out if self.atoms == 1 else (out.softmax(-1) * self.support).sum(-1)
+
+    def reset_noise(self) -> None:
+        for module in (self.advantage, self.value):
+            if isinstance(module, NoisyLinear):
+                module.reset_noise()
+
+
+def _head(layer: nn.Module, features: torch.Tensor, noise: bool) -> torch.Tensor:
+    return layer(features, noise) if isinstance(layer, NoisyLinear) else layer(features)
+
+
+class GreedyPolicy(nn.Module):
+    """Raw observations -> the action of the highest value: normalisation (frozen), then the Q network (its
+    mean weights, where they are noisy); the agent's own modules, not copies."""
+
+    pixels = False
+    continuous_output = ""
+
+    def __init__(self, obs_norm: nn.Module, q: QNetwork) -> None:
+        super().__init__()
+        self.obs_norm, self.q = obs_norm, q
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.q(self.obs_norm(obs.float())).argmax(-1)
+
+    def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        """The values as log-softmax: their argmax and the gaps between them, which a near tie is read from."""
+        return [F.log_softmax(self.q(self.obs_norm(obs.float())), dim=-1)]
