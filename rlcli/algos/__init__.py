@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from rlcli.algos import dqn, ppo, sac, td3
+from rlcli.algos import dqn, ppo, pqn, sac, td3
 from rlcli.algos.base import AlgoSpec
 from rlcli.algos.learners import OffPolicyLearner, OnPolicyLearner
 from rlcli.config import (
@@ -126,5 +126,7 @@ register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))
 register(AlgoSpec("dqn", dqn.DQNConfig, dqn.DQN, OffPolicyLearner, dqn.DQN.check_spaces, dqn.thread_plan,
                   dqn.SEARCH_SPACE))
+register(AlgoSpec("pqn", pqn.PQNConfig, pqn.PQN, OnPolicyLearner, pqn.PQN.check_spaces, pqn.thread_plan,
+                  pqn.SEARCH_SPACE))
 register(AlgoSpec("td3", td3.TD3Config, td3.TD3, OffPolicyLearner, td3.TD3.check_spaces, td3.thread_plan,
                   td3.SEARCH_SPACE, optional_metrics=td3.ACTOR_METRICS))

@@ -8,10 +8,9 @@ import math
 import gymnasium as gym
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from rlcli.algos.dqn import DQN, DQNConfig, NoisyLinear, QNetwork, categorical_targets, linear_epsilon, td_targets
-from rlcli.cli import app
+from tests.algos.roundtrip import refused, train_evaluate_export
 
 
 def test_plain_target_is_the_reward_plus_the_discounted_max_of_the_target_values():
@@ -83,20 +82,10 @@ RAINBOW_PARTS = ["-p", "atoms=11", "-p", "v_min=0", "-p", "v_max=50", "-p", "noi
 @pytest.mark.parametrize("settings", [[], RAINBOW_PARTS], ids=["dqn", "rainbow-parts"])
 def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions(tmp_path, settings):
     pytest.importorskip("onnxruntime")
-    runner, run = CliRunner(), tmp_path / "run"
-    result = runner.invoke(app, ["train", "CartPole-v1", "--algo", "dqn", "--steps", "2000", "--backend", "gymnasium",
-                                 "--eval-episodes", "2", "--run-dir", str(run), "-p", "learning_starts=500", *settings])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output[result.output.index("{"):])["episodes"] == 2
-    result = runner.invoke(app, ["export", str(run), "--out", str(tmp_path / "exported")])
-    assert result.exit_code == 0, result.output
-    assert "max |Δaction| = 0" in result.output
-    result = runner.invoke(app, ["train", "Pendulum-v1", "--algo", "dqn", "--steps", "100",
-                                 "--run-dir", str(tmp_path / "no")])
-    assert result.exit_code == 2
-    assert "DQN needs Discrete actions" in result.output
+    exported = train_evaluate_export(tmp_path, ["CartPole-v1", "--algo", "dqn", "--steps", "2000", "--backend",
+                                                "gymnasium", "-p", "learning_starts=500", *settings])
+    assert "max |Δaction| = 0" in exported
+    assert "DQN needs Discrete actions" in refused(tmp_path, ["Pendulum-v1", "--algo", "dqn"])
 
 
 @pytest.mark.parametrize("replay", [{}, {"n_step": 3, "prioritized": True, "n_envs": 2},

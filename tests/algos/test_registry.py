@@ -79,4 +79,4 @@ def test_an_extra_algorithm_trains_evaluates_and_resumes_through_the_cli(tmp_pat
 def test_an_unknown_algorithm_is_one_line_naming_the_registered_ones(tmp_path):
     result = runner.invoke(app, ["train", "CartPole-v1", "--algo", "c51", "--run-dir", str(tmp_path / "r")])
     assert result.exit_code == 2 and result.output.strip() == ("error: unknown algorithm 'c51'; choose one of: ppo, "
-                                                               "sac, dqn, td3")
+                                                               "sac, dqn, pqn, td3")

@@ -6,11 +6,10 @@ import json
 import gymnasium as gym
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.td3 import TD3, TD3Config, smoothed_target_actions, td3_targets
-from rlcli.cli import app
+from tests.algos.roundtrip import refused, train_evaluate_export
 
 
 def test_target_smoothing_clips_the_noise_then_the_action():
@@ -64,21 +63,11 @@ def test_actions_stay_within_the_bounds_and_the_policy_is_the_actor_scaled():
 
 def test_a_td3_run_trains_evaluates_exports_and_is_refused_on_discrete_actions(tmp_path):
     pytest.importorskip("onnxruntime")
-    runner, run = CliRunner(), tmp_path / "run"
-    result = runner.invoke(app, ["train", "Pendulum-v1", "--algo", "td3", "--steps", "600", "--eval-episodes", "2",
-                                 "--run-dir", str(run), "-p", "learning_starts=300", "-p", "actor_hidden=[16]",
-                                 "-p", "critic_hidden=[16]"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["eval", str(run), "-n", "2", "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output[result.output.index("{"):])["episodes"] == 2
-    result = runner.invoke(app, ["export", str(run), "--out", str(tmp_path / "exported")])
-    assert result.exit_code == 0, result.output
-    assert "max |Δaction|" in result.output
-    result = runner.invoke(app, ["train", "CartPole-v1", "--algo", "td3", "--steps", "100",
-                                 "--run-dir", str(tmp_path / "no")])
-    assert result.exit_code == 2
-    assert "TD3 needs continuous (Box) actions" in result.output
+    exported = train_evaluate_export(tmp_path, ["Pendulum-v1", "--algo", "td3", "--steps", "600", "-p",
+                                                "learning_starts=300", "-p", "actor_hidden=[16]", "-p",
+                                                "critic_hidden=[16]"])
+    assert "max |Δaction|" in exported
+    assert "TD3 needs continuous (Box) actions" in refused(tmp_path, ["CartPole-v1", "--algo", "td3"])
 
 
 def test_td3_resumes_exactly_with_its_replay_buffer(tmp_path, monkeypatch):

@@ -77,7 +77,7 @@ def test_resume_continues_the_step_count(run_dir, tmp_path):
     (["train", "CartPole-v1", "-p", "learning_rte=1"],
      "unknown hyperparameter 'learning_rte'; did you mean learning_rate"),
     (["train", "CartPole-v1", "-p", "gamma=2"], "invalid value for 'gamma'"),
-    (["train", "CartPole-v1", "--algo", "c51"], "unknown algorithm 'c51'; choose one of: ppo, sac, dqn, td3"),
+    (["train", "CartPole-v1", "--algo", "c51"], "unknown algorithm 'c51'; choose one of: ppo, sac, dqn, pqn, td3"),
     (["train", "CartPole-v1", "--steps", "many"], "Invalid value for '--steps'"),
     (["eval"], "Missing argument"),
     (["train"], "missing ENV"),

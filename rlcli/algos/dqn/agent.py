@@ -22,12 +22,11 @@ from torch import nn
 from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.dqn.config import DQNConfig
-from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork
+from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, check_q_spaces
 from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
 from rlcli.algos.optim import adam
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
-from rlcli.errors import UsageError
 from rlcli.nets.models import training_precision
 from rlcli.nets.normalization import ObsNormalizer
 
@@ -62,11 +61,7 @@ class DQN(nn.Module):
 
     @staticmethod
     def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise UsageError(f"DQN needs Discrete actions; this environment's are {action_space}. Use --algo ppo, "
-                             "or --algo sac for continuous actions")
-        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-            raise UsageError(f"DQN here takes flat vector observations; this environment's are {obs_space}")
+        check_q_spaces("DQN", obs_space, action_space)
 
     def training_precision(self) -> AbstractContextManager:
         return training_precision(self.cfg.precision, self.device)

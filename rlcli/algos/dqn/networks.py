@@ -6,11 +6,22 @@ from __future__ import annotations
 
 import math
 
+import gymnasium as gym
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcli.errors import UsageError
 from rlcli.nets.models import ACTIVATIONS
+
+
+def check_q_spaces(algo: str, obs_space: gym.Space, action_space: gym.Space) -> None:
+    """A UsageError unless a Q network of ``algo`` can act here: Discrete actions, flat vector observations."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UsageError(f"{algo} needs Discrete actions; this environment's are {action_space}. Use --algo ppo, "
+                         "or --algo sac for continuous actions")
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        raise UsageError(f"{algo} here takes flat vector observations; this environment's are {obs_space}")
 
 
 class NoisyLinear(nn.Module):
@@ -51,16 +62,18 @@ class QNetwork(nn.Module):
     """Observations -> one value per action: an MLP, then one linear head, or dueling value and advantage
     heads combined as V + A - mean(A). With ``atoms`` > 1 each action's head gives the logits of a return
     distribution on ``support`` (the dueling combination on the logits, as Rainbow does), and its value is
-    that distribution's mean. ``noisy``: the heads are ``NoisyLinear``."""
+    that distribution's mean. ``noisy``: the heads are ``NoisyLinear``; ``layer_norm``: each hidden layer is
+    normalised before its activation (PQN's network)."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], activation: str, dueling: bool,
                  atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
-                 noisy_std: float = 0.5) -> None:
+                 noisy_std: float = 0.5, layer_norm: bool = False) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         width = obs_dim
         for units in hidden:
-            layers += [nn.Linear(width, units), ACTIVATIONS[activation]()]
+            layers += [nn.Linear(width, units), *([nn.LayerNorm(units)] if layer_norm else []),
+                       ACTIVATIONS[activation]()]
             width = units
         self.trunk = nn.Sequential(*layers)
         self.n_actions, self.atoms, self.dueling = n_actions, atoms, dueling

@@ -1,0 +1,211 @@
+"""PQN (Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning"): Q-learning over many
+vectorised envs with LayerNorm in the Q network, lambda-returns, and neither a replay buffer nor a target
+network: its hyperparameters, search space, thread policy and agent.
+
+It rides PPO's rollout. The collector stores max_a Q(s) as each step's value, so the rollout's generalised
+advantages plus those values are Peng's Q(lambda) returns (a truncation bootstraps from the final
+observation's values, a termination from nothing), and each epoch's minibatches regress Q(s, a) onto them.
+Acting is epsilon-greedy, epsilon falling linearly from ``epsilon_start`` to ``epsilon_end`` over the first
+``exploration_fraction`` of the budget; evaluation, play and export run the greedy policy.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Annotated, Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
+from rlcli.algos.compiling import compiled
+from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, check_q_spaces
+from rlcli.algos.optim import adam, set_lr
+from rlcli.algos.ppo.minibatches import Minibatches
+from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.world import SINGLE
+from rlcli.config import AlgoConfig, RunConfig, Schedule
+from rlcli.nets.models import PolicySample, training_precision
+from rlcli.nets.normalization import ObsNormalizer
+
+
+class PQNConfig(AlgoConfig):
+    """PQN's hyperparameters; CleanRL's pqn.py defaults where a field has one."""
+
+    algo: Literal["pqn"] = "pqn"
+    """The algorithm."""
+    n_envs: Annotated[int, Field(gt=0)] = 32
+    """Envs stepped in parallel."""
+    n_steps: Annotated[int, Field(gt=0)] = 64
+    """Steps of each env per rollout."""
+    minibatch_size: Annotated[int, Field(gt=0)] = 128
+    """Rows per gradient step."""
+    n_epochs: Annotated[int, Field(gt=0)] = 4
+    """Passes over each rollout."""
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
+    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.65
+    """lambda of the Q(lambda) returns (CleanRL's q_lambda)."""
+    learning_rate: Annotated[float, Field(gt=0)] = 2.5e-4
+    """Adam's learning rate (the start of a schedule)."""
+    lr_schedule: Literal[Schedule.constant, Schedule.linear] = Schedule.linear
+    """constant, or linear to zero."""
+    max_grad_norm: Annotated[float, Field(gt=0)] = 10.0
+    """Gradients clipped to this global norm."""
+    epsilon_start: Annotated[float, Field(ge=0, le=1)] = 1.0
+    """The chance of a uniform random action at the start."""
+    epsilon_end: Annotated[float, Field(ge=0, le=1)] = 0.05
+    """The chance of a uniform random action after the exploration phase."""
+    exploration_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """The fraction of the budget over which epsilon falls linearly from its start to its end."""
+    hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (120, 84)
+    """Units of each layer of the Q network."""
+    activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
+    """The Q network's activation."""
+    layer_norm: bool = True
+    """LayerNorm before each hidden activation: what keeps PQN stable without a target network."""
+    normalize_obs: bool = False
+    """Observations standardised by running statistics (saved with the run)."""
+    clip_obs: Annotated[float, Field(gt=0)] = 10.0
+    """Normalised observations clipped to +- this."""
+
+
+SEARCH_SPACE: dict[str, Any] = {
+    "learning_rate": {"low": 1.0e-5, "high": 3.0e-3, "log": True},
+    "gamma": {"one_minus": True, "low": 1.0e-3, "high": 0.1, "log": True},
+    "gae_lambda": {"low": 0.3, "high": 0.95},
+    "n_epochs": [1, 2, 4, 8],
+    "exploration_fraction": {"low": 0.05, "high": 0.5},
+    "epsilon_end": {"low": 0.0, "high": 0.1},
+}
+
+
+def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
+    """One thread to act (the env backend's threads step beside it), every core for the update."""
+    return ThreadPlan(1, cores)
+
+
+def linear_epsilon(step: int, cfg: PQNConfig) -> float:
+    """Epsilon after ``step`` env steps, falling in a straight line over ``exploration_fraction * steps``."""
+    fraction = min(step / (cfg.exploration_fraction * cfg.steps), 1.0)
+    return cfg.epsilon_start + fraction * (cfg.epsilon_end - cfg.epsilon_start)
+
+
+class PQN(nn.Module):
+    """The Q network, its optimiser and the env steps seen (epsilon's clock); all state is tensors."""
+
+    def __init__(self, cfg: PQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, n_envs: int,
+                 device: torch.device) -> None:
+        super().__init__()
+        self.check_spaces(obs_space, action_space)
+        self.cfg, self.device = cfg, device
+        self.n_actions = int(action_space.n)  # type: ignore[attr-defined]
+        self.q = QNetwork(int(np.prod(obs_space.shape)), self.n_actions, cfg.hidden, cfg.activation, dueling=False,
+                          layer_norm=cfg.layer_norm)
+        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
+        self.to(device)
+        self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
+        self.env_steps = 0
+        self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q)  # not a submodule: the same modules
+        self._params = list(self.q.parameters())
+        self._step = compiled(self.q_step, cfg.compile, device, rows_vary=True)
+        self.minibatches = Minibatches(cfg.minibatch_size, cfg.n_steps, SINGLE, device)
+
+    @staticmethod
+    def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
+        check_q_spaces("PQN", obs_space, action_space)
+
+    def training_precision(self) -> AbstractContextManager:
+        return training_precision(self.cfg.precision, self.device)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"q": self.optimizer}
+
+    def extra_state(self) -> dict[str, int]:
+        return {"env_steps": self.env_steps}  # epsilon's position
+
+    def load_extra_state(self, state: dict[str, int]) -> None:
+        self.env_steps = int(state.get("env_steps", 0))
+
+    def policy(self, deterministic: bool = True) -> GreedyPolicy:
+        """The greedy policy (evaluation is greedy either way: epsilon is training's exploration)."""
+        return self._greedy
+
+    @torch.no_grad()
+    def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self._greedy(obs)
+
+    @property
+    def epsilon(self) -> float:
+        return linear_epsilon(self.env_steps, self.cfg)
+
+    def new_rollout(self, n_envs: int) -> RolloutBuffer:
+        return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape), torch.float32, (),
+                             torch.long, self.device)
+
+    def initial_state(self, n_envs: int) -> None:
+        return None
+
+    def observe(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations normalised (where that is on) and counted: epsilon's clock."""
+        self.env_steps += obs.shape[0]
+        return self.obs_norm(obs.float(), update=True) if self.obs_norm.enabled else obs.float()
+
+    def sample(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> PolicySample:
+        """Epsilon-greedy actions for observed rows; the values go on to ``value_of``."""
+        with self.training_precision():
+            q = self.q(obs)
+        greedy = q.argmax(-1)
+        explore = torch.rand(obs.shape[0], device=obs.device) < self.epsilon
+        actions = torch.where(explore, torch.randint_like(greedy, self.n_actions), greedy)
+        return PolicySample(actions, torch.zeros(obs.shape[0], device=obs.device), q)
+
+    def value_of(self, sample: PolicySample) -> torch.Tensor:
+        return sample.critic_input.max(-1).values.float()
+
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
+        """max_a Q(s, a) of raw observations (a rollout's bootstrap)."""
+        with self.training_precision():
+            return self.q(self.obs_norm(obs.float())).max(-1).values.float()
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions
+
+    def scale_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        return rewards
+
+    def running_state(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def load_running_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        pass
+
+    def update(self, batch: RolloutBatch | SequenceBatch, progress: float) -> dict[str, float]:
+        """``n_epochs`` passes of minibatch steps regressing Q(s, a) onto the rollout's Q(lambda) returns."""
+        cfg = self.cfg
+        lr = cfg.learning_rate * (max(1.0 - progress, 0.0) if cfg.lr_schedule == Schedule.linear else 1.0)
+        set_lr(self.optimizer, lr)
+        sums, steps = torch.zeros(2, device=self.device), 0
+        for epoch in self.minibatches.epochs(batch, cfg.n_epochs):
+            for obs, actions, _, _, _, returns in epoch:
+                sums += self._step(obs, actions, returns)
+                steps += 1
+        loss, q_mean = (sums / steps).tolist()
+        return {"losses/td": loss, "charts/q_mean": q_mean, "charts/epsilon": self.epsilon,
+                "charts/learning_rate": lr}
+
+    def q_step(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """Forward, the squared error to the returns, backward, clipping and Adam: what ``compile`` compiles.
+        Returns (the loss, the mean Q) detached."""
+        with self.training_precision():
+            q = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            loss = F.mse_loss(q, returns)
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self._params, self.cfg.max_grad_norm, foreach=True)
+        self.optimizer.step()
+        return torch.stack([loss.detach(), q.mean().detach()])
