@@ -7,7 +7,8 @@ Run (from the repository root):
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
     pip install rl-games==1.6.5 && python scripts/bench_peers.py --only hopper-rlgames --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,pong,masked,recurrent,multiagent`` picks sections
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,cartpole-dqn,dqn-prioritized,hopper-td3,pong,masked,
+recurrent,multiagent`` picks sections
 (all of these by default; ``hopper-rlgames`` only when named), ``--quick`` cuts every budget to about one rollout
 (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result, ``--markdown PATH`` writes the
 tables that are printed. The sections, what each row measures and why, are described in scripts/README.md.
@@ -96,6 +97,18 @@ RLCLI_RLGAMES_HOPPER = ("learning_rate=0.0005", "network.shared=true", "network.
 # 256x256 ReLU actor and critics, batch 256, lr 3e-4 for actor, critics and alpha, buffer 1e6,
 # gamma 0.99, tau 0.005, one gradient step per env step, autotuned alpha from 0.2 with target -dim(A),
 # actor updated every step, Polyak update every step, no observation normalisation.
+# DQN on CartPole-v1: rlcli's entry (hyperparams/dqn.yml, the zoo's) on both sides, SB3 given the same values
+# (SB3's DQN has no double Q-learning: rlcli's is turned off for this row); the timed window starts after
+# learning_starts
+CARTPOLE_DQN_SAME: dict[str, Any] = dict(double_q=False, compile="off")
+
+# TD3 on Hopper-v5: CleanRL's (the paper's) values, rlcli's td3.yml default, on both sides
+HOPPER_TD3_SAME: dict[str, Any] = dict(
+    n_envs=1, buffer_size=1_000_000, batch_size=256, gamma=0.99, target_update_rate=0.005, actor_lr=3e-4,
+    critic_lr=3e-4, utd_ratio=1.0, policy_delay=2, exploration_noise=0.1, target_noise=0.2, target_noise_clip=0.5,
+    actor_hidden=[256, 256], critic_hidden=[256, 256], activation="relu", normalize_obs=False, compile="off",
+)
+
 HOPPER_SAC_SAME: dict[str, Any] = dict(
     n_envs=1, buffer_size=1_000_000, batch_size=256, gamma=0.99, target_update_rate=0.005, actor_lr=3e-4,
     critic_lr=3e-4, alpha_lr=3e-4, alpha=0.2, autotune_alpha=True, target_entropy=None, utd_ratio=1.0,
@@ -155,6 +168,10 @@ class Budgets:
     hopper_ppo_steps: int = 100_000
     sac_learning_starts: int = 1_000  # random-action steps before SAC learns; the timed window starts here
     sac_window: int = 5_000  # env steps timed after learning starts
+    dqn_learning_starts: int = 1_000  # CartPole-v1 DQN: the entry's random steps, then the timed window
+    dqn_window: int = 10_000  # 5,000 gradient steps at the entry's UTD of 0.5
+    td3_learning_starts: int = 1_000
+    td3_window: int = 3_000  # 3,000 critic and 1,500 actor steps
     pong_steps: int = 20_000
     masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
     recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
@@ -171,7 +188,8 @@ class Budgets:
         in env steps, and with Hopper's short random episodes its first update comes a few dozen steps
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
-                       sac_learning_starts=300, sac_window=50, pong_steps=256, masked_steps=1_000,
+                       sac_learning_starts=300, sac_window=50, dqn_learning_starts=300, dqn_window=100,
+                       td3_learning_starts=300, td3_window=50, pong_steps=256, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
                        env_seconds=0.25, rlgames_steps=4_096)
 
@@ -469,18 +487,92 @@ def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
 
 
-def worker_rlcli_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
-    """rlcli SAC: env steps/s between the first callbacks at or past ``learning_starts`` and
-    ``learning_starts + steps``."""
+def rlcli_window(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
+    """An rlcli off-policy run's env steps/s between the first callbacks at or past ``learning_starts`` and
+    ``learning_starts + steps``, and its gradient steps in between."""
     start, end = args.learning_starts, args.learning_starts + args.steps
     # one training iteration is log_every env steps; a common divisor puts a callback exactly on both marks
-    overrides = {**HOPPER_SAC_SAME, "learning_starts": start, "log_every": math.gcd(start, args.steps)}
-    cfg = rlcli_config("sac", args, overrides)
+    overrides = {**overrides, "learning_starts": start, "log_every": math.gcd(start, args.steps)}
+    cfg = rlcli_config(algo, args, overrides)
     clock, backend = rlcli_timed_train(cfg, [start, end])
     (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
     return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
             "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.algo.n_envs, "backend": backend,
             "precision": cfg.algo.precision, **rlcli_threads(cfg, clock.threads)}
+
+
+def sb3_window(model: Any, args: WorkerArgs, total: int, n_envs: int) -> dict[str, Any]:
+    """An SB3 off-policy model's env steps/s between the steps ``learning_starts`` and ``learning_starts +
+    steps`` of a run of ``total`` steps (stopped there), and its gradient steps in between."""
+    start, end = args.learning_starts, args.learning_starts + args.steps
+    clock = sb3_clock([start, end], stop_at_last_mark=True)
+    model.learn(total_timesteps=max(total, end), callback=clock)
+    (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
+    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
+            "updates": clock.updates[end] - clock.updates[start], "n_envs": n_envs, "backend": "DummyVecEnv",
+            "torch_threads": clock.threads}
+
+
+def worker_rlcli_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli SAC: env steps/s over the window after ``learning_starts``."""
+    return rlcli_window("sac", args, HOPPER_SAC_SAME)
+
+
+def worker_rlcli_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli DQN with its CartPole-v1 entry: env steps/s over the window after ``learning_starts``."""
+    return rlcli_window("dqn", args, CARTPOLE_DQN_SAME)
+
+
+def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
+    """The same with prioritised replay."""
+    return rlcli_window("dqn", args, {**CARTPOLE_DQN_SAME, "prioritized": True})
+
+
+def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 DQN with rlcli's CartPole-v1 entry: one gradient step every 1 / utd_ratio env steps, the target
+    copied every target_update_every gradient steps (SB3 counts env steps), the same exploration schedule
+    over the same budget."""
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_vec_env
+
+    cfg = rlcli_config("dqn", args, {**CARTPOLE_DQN_SAME, "learning_starts": args.learning_starts}).algo
+    every = round(1 / cfg.utd_ratio)
+    if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
+        raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
+    model = DQN("MlpPolicy", make_vec_env(args.env, n_envs=1, seed=args.seed), seed=args.seed,
+                learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
+                batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every, gradient_steps=1,
+                target_update_interval=cfg.target_update_every * every, exploration_fraction=cfg.exploration_fraction,
+                exploration_initial_eps=cfg.epsilon_start, exploration_final_eps=cfg.epsilon_end,
+                max_grad_norm=cfg.max_grad_norm, policy_kwargs=dict(net_arch=list(cfg.hidden),
+                                                                    activation_fn=sb3_activation(cfg.activation)))
+    return sb3_window(model, args, cfg.steps, 1)
+
+
+def worker_rlcli_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli TD3 with CleanRL's values: env steps/s over the window after ``learning_starts``."""
+    return rlcli_window("td3", args, HOPPER_TD3_SAME)
+
+
+def worker_sb3_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 TD3 with the same values: Gaussian exploration noise of 0.1 (Hopper's actions span [-1, 1])."""
+    import numpy as np
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    cfg = rlcli_config("td3", args, {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
+    if cfg.actor_lr != cfg.critic_lr:
+        raise ValueError("SB3's TD3 has one learning rate")
+    env = make_vec_env(args.env, n_envs=1, seed=args.seed)
+    actions = env.action_space.shape[0]
+    model = TD3("MlpPolicy", env, seed=args.seed, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
+                learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.target_update_rate,
+                gamma=cfg.gamma, train_freq=1, gradient_steps=int(cfg.utd_ratio), policy_delay=cfg.policy_delay,
+                action_noise=NormalActionNoise(np.zeros(actions), cfg.exploration_noise * np.ones(actions)),
+                target_policy_noise=cfg.target_noise, target_noise_clip=cfg.target_noise_clip,
+                policy_kwargs=dict(net_arch=list(cfg.actor_hidden), activation_fn=sb3_activation(cfg.activation)))
+    return sb3_window(model, args, cfg.steps, 1)
 
 
 def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
@@ -501,12 +593,7 @@ def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
                 target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy,
                 policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
                                    activation_fn=sb3_activation(cfg.activation)))
-    clock = sb3_clock([start, end], stop_at_last_mark=True)
-    model.learn(total_timesteps=end, callback=clock)
-    (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
-    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
-            "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.n_envs, "backend": "DummyVecEnv",
-            "torch_threads": clock.threads}
+    return sb3_window(model, args, end, cfg.n_envs)
 
 
 def pong_hyperparameters(args: WorkerArgs) -> dict[str, Any]:
@@ -772,6 +859,11 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "rlcli-hopper-ppo-same": worker_rlcli_hopper_ppo_same,
     "sb3-hopper-ppo-same": worker_sb3_hopper_ppo_same,
     "rlcli-hopper-sac": worker_rlcli_hopper_sac,
+    "rlcli-cartpole-dqn": worker_rlcli_cartpole_dqn,
+    "rlcli-cartpole-dqn-per": worker_rlcli_cartpole_dqn_per,
+    "sb3-cartpole-dqn": worker_sb3_cartpole_dqn,
+    "rlcli-hopper-td3": worker_rlcli_hopper_td3,
+    "sb3-hopper-td3": worker_sb3_hopper_td3,
     "sb3-hopper-sac": worker_sb3_hopper_sac,
     "rlcli-pong": worker_rlcli_pong,
     "sb3-pong": worker_sb3_pong,
@@ -1169,6 +1261,55 @@ def bench_hopper_sac(ctx: Context) -> Section:
     return section
 
 
+def bench_cartpole_dqn(ctx: Context) -> Section:
+    """CartPole-v1 DQN with the same hyperparameters (rlcli's entry): env steps/s over the window after
+    learning starts."""
+    section, budgets = Section("cartpole-dqn"), ctx.budgets
+    start, window = budgets.dqn_learning_starts, budgets.dqn_window
+    dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn"), ("SB3", "sb3-cartpole-dqn")))
+    section.rows.append(
+        Row(f"CartPole-v1 DQN, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 0.5)",
+            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)))
+    return section
+
+
+def bench_dqn_prioritized(ctx: Context) -> Section:
+    """What prioritised replay costs rlcli's DQN: the same window with it and with uniform replay."""
+    section = Section("dqn-prioritized")
+    dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn-per"), ("uniform", "rlcli-cartpole-dqn")))
+    section.rows.append(
+        Row("CartPole-v1 DQN, rlcli with prioritised replay against uniform replay: env steps/s in the same window "
+            "(its cost at most 1.3x)", "steps/s", values(section, "train", "rlcli"),
+            values(section, "train", "uniform"), Goal(">=", 1 / 1.3), sb3_note="rlcli, uniform replay"))
+    return section
+
+
+def dqn_window(ctx: Context, section: Section, sides: tuple[tuple[str, str], ...]) -> None:
+    """Each seed's ``train`` measurement of each (side, worker) over CartPole-v1 DQN's timed window."""
+    start, window = ctx.budgets.dqn_learning_starts, ctx.budgets.dqn_window
+    for seed in ctx.seeds:
+        for side, worker in sides:
+            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                    lambda seed=seed, worker=worker: run_worker(worker, seed, env="CartPole-v1", steps=window,
+                                                                learning_starts=start))
+
+
+def bench_hopper_td3(ctx: Context) -> Section:
+    """Hopper-v5 TD3 with the same hyperparameters (CleanRL's): env steps/s over the window after learning
+    starts."""
+    section, budgets = Section("hopper-td3"), ctx.budgets
+    start, window = budgets.td3_learning_starts, budgets.td3_window
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-hopper-td3"), ("SB3", "sb3-hopper-td3")):
+            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                    lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=window,
+                                                                learning_starts=start))
+    section.rows.append(
+        Row(f"Hopper-v5 TD3, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 1)",
+            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 1.5)))
+    return section
+
+
 def bench_pong(ctx: Context) -> Section:
     """Pong PPO with the Nature CNN and CleanRL's hyperparameters on both sides: env steps/s."""
     section, budget = Section("pong"), ctx.budgets.pong_steps
@@ -1273,6 +1414,9 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "hopper-ppo": bench_hopper_ppo,
     "hopper-ppo-same": bench_hopper_ppo_same,
     "hopper-sac": bench_hopper_sac,
+    "cartpole-dqn": bench_cartpole_dqn,
+    "dqn-prioritized": bench_dqn_prioritized,
+    "hopper-td3": bench_hopper_td3,
     "pong": bench_pong,
     "masked": bench_masked,
     "recurrent": bench_recurrent,

@@ -17,7 +17,8 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", 
     pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "pong", "masked", "recurrent", "multiagent"]
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole-dqn", "dqn-prioritized", "hopper-td3",
+            "pong", "masked", "recurrent", "multiagent"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def test_every_section_measures_both_sides(report):
         assert section["error"] is None, name
         goal_rows = [row for row in section["rows"] if row["goal"] is not None]
         assert len(goal_rows) == 1, name
-        for side in ("rlcli", "sb3"):
+        for side in ("rlcli", "sb3"):  # "sb3": the row's peer (rlcli itself for dqn-prioritized)
             values = goal_rows[0][side]
             assert len(values) == 1 and math.isfinite(values[0]) and values[0] > 0, (name, side, values)
         assert goal_rows[0]["measurement"] in markdown
@@ -92,6 +93,18 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     assert ours["window"] == theirs["window"]
     # one gradient step per stored transition on both sides (rlcli stores none for auto-reset steps)
     assert 0 < ours["updates"] <= theirs["updates"] <= ours["window"][1] - ours["window"][0]
+
+    for name, uniform, per_step in (("cartpole-dqn", "SB3", 0.5), ("hopper-td3", "SB3", 1.0),
+                                    ("dqn-prioritized", "uniform", 0.5)):
+        section = sections[name]
+        ours, theirs = runs(section, "train", "rlcli")[0]["result"], runs(section, "train", uniform)[0]["result"]
+        assert ours["window"] == theirs["window"], name
+        # the same gradient steps per env step on both sides: rlcli's per stored transition (none for an auto-reset
+        # step), SB3's per env step, so rlcli's count can only be lower
+        steps = ours["window"][1] - ours["window"][0]
+        assert 0 < ours["updates"] <= per_step * steps + 1 and 0 < theirs["updates"] <= per_step * steps + 1, name
+        if uniform == "SB3":
+            assert ours["updates"] <= theirs["updates"], name
 
 
 def test_cartpole_times_whole_processes_until_the_budget_or_the_score(report):
