@@ -1,9 +1,11 @@
 """Prioritised experience replay (Schaul et al. 2016, proportional variant): rows drawn with probability
-proportional to ``(|TD error| + eps) ** alpha`` through a sum tree, every tree operation one tensor operation
-per level for the whole batch; importance-sampling weights ``(N P(i)) ** -beta`` over the batch's largest,
+proportional to ``(|TD error| + eps) ** alpha`` through a two-level sum tree, a few tensor operations for a
+whole batch; importance-sampling weights ``(N P(i)) ** -beta`` over the batch's largest,
 ``beta`` rising from ``beta_start`` to 1 over the run; new rows get the largest priority seen so far."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -13,39 +15,39 @@ PRIORITIES = "priorities"  # the metric an agent's update returns its rows' new 
 
 
 class SumTree:
-    """Leaf values and, above them, each node the sum of its two children: the root is the total, and a
-    mass in [0, total) leads down to the leaf whose cumulative range holds it. float64, so that a million
+    """Leaf values in blocks of about sqrt(capacity), with each block's sum: the total is their sum, and a
+    mass in [0, total) leads to its block through the blocks' running sums and to its leaf through that
+    block's. Two levels, so a batch's search or update is a handful of tensor operations whatever the
+    capacity (a binary tree takes a few per level, 20 levels for a million rows). float64, so that a million
     priorities sum without losing the small ones."""
 
     def __init__(self, capacity: int, device: torch.device) -> None:
-        self.leaves = 1 << max(capacity - 1, 1).bit_length()
-        self.depth = self.leaves.bit_length() - 1
-        self.tree = torch.zeros(2 * self.leaves, dtype=torch.float64, device=device)
+        self.block = max(math.isqrt(max(capacity - 1, 0)) + 1, 1)
+        self.blocks = -(-capacity // self.block)
+        self.leaves = torch.zeros(self.blocks * self.block, dtype=torch.float64, device=device)
+        self.sums = torch.zeros(self.blocks, dtype=torch.float64, device=device)
 
     def set(self, index: torch.Tensor, values: torch.Tensor) -> None:
-        """Leaves ``index`` take ``values``, and every sum above them follows."""
-        node = index + self.leaves
-        self.tree[node] = values.to(torch.float64)
-        for _ in range(self.depth):
-            node = node // 2
-            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
+        """Leaves ``index`` take ``values``, and their blocks' sums follow."""
+        self.leaves[index] = values.to(torch.float64)
+        touched = index // self.block
+        self.sums[touched] = self.leaves.view(self.blocks, self.block)[touched].sum(-1)
 
     def get(self, index: torch.Tensor) -> torch.Tensor:
-        return self.tree[index + self.leaves]
+        return self.leaves[index]
 
     def total(self) -> torch.Tensor:
-        return self.tree[1]
+        return self.sums.sum()
 
     def find(self, mass: torch.Tensor) -> torch.Tensor:
         """The leaf each of ``mass`` (in [0, total)) falls in."""
-        node = torch.ones(mass.shape, dtype=torch.long, device=mass.device)
         mass = mass.to(torch.float64)
-        for _ in range(self.depth):
-            left = self.tree[2 * node]
-            right = mass >= left
-            mass = torch.where(right, mass - left, mass)
-            node = 2 * node + right.long()
-        return node - self.leaves
+        running = self.sums.cumsum(0)
+        block = torch.searchsorted(running, mass, right=True).clamp_(max=self.blocks - 1)
+        within = mass - (running[block] - self.sums[block])
+        inner = self.leaves.view(self.blocks, self.block)[block].cumsum(-1)
+        leaf = torch.searchsorted(inner, within.unsqueeze(-1), right=True).squeeze(-1).clamp_(max=self.block - 1)
+        return block * self.block + leaf
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):

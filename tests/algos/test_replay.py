@@ -40,14 +40,17 @@ def test_n_step_transitions_sum_n_rewards_and_flush_shorter_ones_where_an_episod
     assert out.terminated.tolist() == [0.0, 0.0] and out.discounts.tolist() == [0.5, 0.125]
 
 
-def test_the_sum_tree_holds_each_nodes_sum_and_finds_the_leaf_a_mass_falls_in():
-    tree = SumTree(5, torch.device("cpu"))
+def test_the_sum_tree_holds_each_blocks_sum_and_finds_the_leaf_a_mass_falls_in():
+    tree = SumTree(5, torch.device("cpu"))  # blocks of 3: [1, 2, 3], [4, 0.5, unused]
     tree.set(torch.arange(5), torch.tensor([1.0, 2.0, 3.0, 4.0, 0.5]))
-    assert tree.total().item() == 10.5
+    assert tree.sums.tolist() == [6.0, 4.5] and tree.total().item() == 10.5
     mass = torch.tensor([0.0, 0.99, 1.0, 2.9, 3.0, 5.99, 6.0, 9.99, 10.0, 10.49])
     assert tree.find(mass).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    tree.set(torch.tensor([1]), torch.tensor([0.0]))
-    assert tree.total().item() == 8.5 and tree.find(torch.tensor([1.5])).tolist() == [2]
+    tree.set(torch.tensor([1, 1]), torch.tensor([0.0, 0.0]))  # a row twice in one batch
+    assert tree.total().item() == 8.5 and tree.find(torch.tensor([0.5, 1.5])).tolist() == [0, 2]
+    big = SumTree(1_000_000, torch.device("cpu"))
+    big.set(torch.tensor([0, 999_999]), torch.tensor([1e-6, 1.0]))
+    assert big.find(torch.tensor([0.0, 5e-7, 1e-6, 0.5])).tolist() == [0, 0, 999_999, 999_999]
 
 
 def _buffer(n, alpha=1.0, beta=0.5):
@@ -82,4 +85,5 @@ def test_new_rows_take_the_largest_priority_seen_and_a_saved_buffer_loads_to_the
     assert buffer.tree.get(torch.tensor([0])).item() == pytest.approx(5.0 ** 0.6)
     again = PrioritizedReplayBuffer(8, (1,), 1, torch.device("cpu"), alpha=0.6, eps=0.0)
     again.load_state_tensors(buffer.state_tensors())
-    assert torch.equal(again.tree.tree, buffer.tree.tree) and torch.equal(again.max_priority, buffer.max_priority)
+    assert torch.equal(again.tree.leaves, buffer.tree.leaves) and torch.equal(again.tree.sums, buffer.tree.sums)
+    assert torch.equal(again.max_priority, buffer.max_priority)
