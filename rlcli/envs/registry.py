@@ -307,7 +307,8 @@ def _domain(spec: EnvSpec) -> str | None:
 
 
 def env_group(env_id: str) -> str:
-    """Hyperparameter group: atari, mujoco, dmc, box2d or classic; for PettingZoo's, games, mpe or multiagent."""
+    """Hyperparameter group: atari, mujoco, dmc, playground, box2d or classic; for PettingZoo's, games, mpe or
+    multiagent."""
     if is_pettingzoo(env_id):
         return pettingzoo_group(env_id)
     gym_id = gymnasium_name(env_id)
@@ -319,6 +320,8 @@ def env_group(env_id: str) -> str:
             return "atari"
         if domain == "mujoco.dmc":  # DeepMind Control Suite tasks, as envpool ships them
             return "dmc"
+        if domain == "mujoco.playground":  # MuJoCo Playground's robots, as envpool ships them
+            return "playground"
         return domain if domain in ("mujoco", "box2d") else "classic"
     entry = str(gym.spec(gym_id).entry_point)
     for group in ("mujoco", "box2d", "classic_control"):
