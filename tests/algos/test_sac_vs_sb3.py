@@ -150,7 +150,8 @@ def test_whole_updates_agree_given_rlclis_log_std_range_and_the_exact_squash(mon
     model.actor.action_dist.epsilon = 0.0
     # rlcli's critic loss halved, as SB3's: the factor 2 is the subject of the Adam test below
     critic_loss = agent.critic_loss
-    monkeypatch.setattr(agent, "critic_loss", lambda *args: (lambda loss, q: (0.5 * loss, q))(*critic_loss(*args)))
+    monkeypatch.setattr(agent, "critic_loss",
+                        lambda *args: (lambda loss, q, errors: (0.5 * loss, q, errors))(*critic_loss(*args)))
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
         batch = random_batch(generator)
@@ -175,7 +176,7 @@ def test_rlclis_critic_loss_is_twice_sb3s_which_adam_cancels_except_for_gradient
     agent, _ = make_pair()
     batch = random_batch(torch.Generator().manual_seed(5))
     torch.manual_seed(6)
-    loss, _ = agent.critic_loss(batch, batch.obs, batch.next_obs)
+    loss, _, _ = agent.critic_loss(batch, batch.obs, batch.next_obs)
     torch.manual_seed(6)
     with torch.no_grad():
         next_actions, next_log_probs = agent.actor(batch.next_obs)
