@@ -125,7 +125,7 @@ register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_
 register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))
 register(AlgoSpec("dqn", dqn.DQNConfig, dqn.DQN, OffPolicyLearner, dqn.DQN.check_spaces, dqn.thread_plan,
-                  dqn.SEARCH_SPACE))
+                  dqn.SEARCH_SPACE, takes_layout=True))
 register(AlgoSpec("pqn", pqn.PQNConfig, pqn.PQN, OnPolicyLearner, pqn.PQN.check_spaces, pqn.thread_plan,
                   pqn.SEARCH_SPACE))
 register(AlgoSpec("td3", td3.TD3Config, td3.TD3, OffPolicyLearner, td3.TD3.check_spaces, td3.thread_plan,

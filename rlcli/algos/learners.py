@@ -291,6 +291,7 @@ class OffPolicyLearner:
             cfg.n_step, cfg.gamma, env.num_envs, tuple(env.single_observation_space.shape),
             int(np.prod(space.shape)), self.device)
         self.space = space
+        self.mask_columns = env.obs_layout.mask_columns() if env.obs_layout is not None else []
         self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
         self.obs = env.reset()
         self.prev_done = np.zeros(env.num_envs, dtype=bool)
@@ -359,9 +360,13 @@ class OffPolicyLearner:
         return len(out.obs)
 
     def random_actions(self, n: int) -> np.ndarray:
-        """``n`` uniform random actions: a Box's within its bounds, a Discrete's among its choices."""
+        """``n`` uniform random actions: a Box's within its bounds, a Discrete's among its choices (those the
+        observations' action mask allows, where the env publishes one)."""
         space = self.space
         if isinstance(space, gym.spaces.Discrete):
+            if self.mask_columns:
+                allowed = np.asarray(self.obs)[:, self.mask_columns] > 0.5
+                return space.start + (self.rng.random((n, int(space.n))) * allowed).argmax(-1)
             return space.start + self.rng.integers(0, space.n, n)
         low, high = space.low, space.high  # type: ignore[attr-defined]
         return self.rng.uniform(low, high, (n, *low.shape)).astype(np.float32)

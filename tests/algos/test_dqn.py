@@ -152,3 +152,34 @@ def test_noisy_layers_draw_factorised_noise_of_the_stated_scale_and_evaluate_on_
     expected = x @ (layer.weight_mu + layer.weight_sigma * layer.weight_epsilon).T + layer.bias_mu + (
         layer.bias_sigma * layer.bias_epsilon)
     torch.testing.assert_close(noisy, expected)
+
+
+def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_ones():
+    from rlcli.algos import resolve
+    from rlcli.algos.buffers import ReplayBatch
+    from rlcli.training.agents import build_agent, make_env, resolve_device
+
+    cfg = resolve("dqn", "MaskedChoice-v0", overrides={"n_envs": 64, "hidden": [16]})
+    env = make_env(cfg, 64, 0)
+    agent = build_agent(cfg, env, resolve_device("cpu"))
+    obs = torch.as_tensor(env.reset())
+    env.close()
+    allowed = obs[:, 8:] > 0.5  # MaskedChoice-v0: 8 values, then the mask of its 8 actions
+    assert not allowed.all()
+    for epsilon_steps in (0, 10**9):  # epsilon 1 (uniform among the allowed), then the end's 0.05
+        agent.env_steps = epsilon_steps
+        for _ in range(20):
+            actions = agent.act(obs)
+            assert allowed.gather(1, actions.unsqueeze(1)).all()
+    assert allowed.gather(1, agent.policy()(obs).unsqueeze(1)).all()  # the greedy (evaluated, exported) one
+    # the target's max: each row's next state allows its first action alone, whatever the values say
+    next_obs = torch.cat([obs[:, :8], torch.nn.functional.one_hot(torch.zeros(64, dtype=torch.long), 8).float()], 1)
+    with torch.no_grad():
+        expected = 1.0 + cfg.algo.gamma * agent.q_target(agent.obs_norm(next_obs))[:, 0]
+        agent.q_target.advantage.bias.data[1:] += 100.0  # the masked actions now hold the largest values
+        expected_after = 1.0 + cfg.algo.gamma * agent.q_target(agent.obs_norm(next_obs))[:, 0]
+    batch = ReplayBatch(obs, torch.zeros(64, 1), torch.ones(64), next_obs, torch.zeros(64))
+    _, _, errors = agent.td_loss(batch)
+    q = agent.q(agent.obs_norm(obs))[:, 0].detach()
+    torch.testing.assert_close(errors, (q - expected_after).abs())
+    assert torch.equal(expected, expected_after)  # the first action's value, untouched by the masked ones' bias

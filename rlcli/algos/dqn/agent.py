@@ -22,11 +22,13 @@ from torch import nn
 from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.dqn.config import DQNConfig
-from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, check_q_spaces
+from rlcli.algos.dqn.networks import ActionMask, GreedyPolicy, QNetwork, check_q_spaces
 from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
 from rlcli.algos.optim import adam
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
+from rlcli.envs.layout import ObsLayout
+from rlcli.errors import UsageError
 from rlcli.nets.models import training_precision
 from rlcli.nets.normalization import ObsNormalizer
 
@@ -41,19 +43,26 @@ class DQN(nn.Module):
     schedule) in the extra state."""
 
     def __init__(self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, n_envs: int,
-                 device: torch.device) -> None:
+                 device: torch.device, obs_layout: ObsLayout | None = None) -> None:
         super().__init__()
         self.check_spaces(obs_space, action_space)
+        if obs_layout is not None and obs_layout.groups:
+            raise UsageError("DQN learns one policy; agents of different spaces need --algo ppo")
         self.cfg, self.device = cfg, device
         self.n_actions = int(action_space.n)  # type: ignore[attr-defined]
         self.q = QNetwork(int(np.prod(obs_space.shape)), self.n_actions, cfg.hidden, cfg.activation, cfg.dueling,
                           cfg.atoms, cfg.v_min, cfg.v_max, cfg.noisy, cfg.noisy_std)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
+        # an action mask's columns of the observation: the network reads them as flags, and no value of a
+        # masked action is acted on or bootstrapped from
+        mask = obs_layout.mask_columns() if obs_layout is not None else []
+        self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs, mask)
+        self.mask = ActionMask(mask)
         self.to(device)
         self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
         self.env_steps, self.updates = 0, 0
-        self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q)  # not a submodule: the same modules
+        # not a submodule: the same modules
+        self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q, self.mask)
         self._params, self._target_params = list(self.q.parameters()), list(self.q_target.parameters())
         self._q_step = compiled(self.q_step, cfg.compile, device)
         self._gradient_step = captured(self.gradient_step, cfg.compile, device)
@@ -100,11 +109,11 @@ class DQN(nn.Module):
         """Epsilon-greedy env actions for raw observations, for training."""
         if self.cfg.noisy:
             self.q.reset_noise()
-            greedy = self.q(self.obs_norm(obs.float()), noise=True).argmax(-1)
+            greedy = self.mask(self.q(self.obs_norm(obs.float()), noise=True), obs).argmax(-1)
         else:
             greedy = self._greedy(obs)
         explore = torch.rand(obs.shape[0], device=obs.device) < self.epsilon
-        return torch.where(explore, torch.randint_like(greedy, self.n_actions), greedy)
+        return torch.where(explore, self.mask.uniform(obs, self.n_actions), greedy)
 
     def td_loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loss between Q(s, a) and the TD targets (each row's weighted by its importance weight under
@@ -119,8 +128,9 @@ class DQN(nn.Module):
         if self.cfg.atoms > 1:
             return self.distributional_loss(batch, obs, next_obs, actions)
         with torch.no_grad():
-            next_online = self.q(next_obs, noise) if self.cfg.double_q else None
-            targets = td_targets(batch.rewards, batch.terminated, self.q_target(next_obs, noise), next_online,
+            next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
+            targets = td_targets(batch.rewards, batch.terminated, self.mask(self.q_target(next_obs, noise),
+                                                                           batch.next_obs), next_online,
                                  bootstrap_discount(batch, self.cfg.gamma))
         q = self.q(obs, noise).gather(-1, actions).squeeze(-1)
         loss_of = F.smooth_l1_loss if self.cfg.loss == "huber" else F.mse_loss
@@ -137,8 +147,8 @@ class DQN(nn.Module):
         noise, support = self.cfg.noisy, self.q.support
         with torch.no_grad():
             next_probs = self.q_target.logits(next_obs, noise).softmax(-1)
-            next_online = self.q(next_obs, noise) if self.cfg.double_q else None
-            best = next_actions((next_probs * support).sum(-1), next_online)
+            next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
+            best = next_actions(self.mask((next_probs * support).sum(-1), batch.next_obs), next_online)
             targets = categorical_targets(batch.rewards, batch.terminated, of_actions(next_probs, best), support,
                                           bootstrap_discount(batch, self.cfg.gamma))
         log_probs = of_actions(self.q.logits(obs, noise), actions).log_softmax(-1)

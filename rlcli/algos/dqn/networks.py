@@ -111,6 +111,32 @@ def _head(layer: nn.Module, features: torch.Tensor, noise: bool) -> torch.Tensor
     return layer(features, noise) if isinstance(layer, NoisyLinear) else layer(features)
 
 
+class ActionMask(nn.Module):
+    """An action mask read from its columns of the raw observation (1: allowed); without columns, nothing is
+    masked. Masked values are set to the lowest float, not -inf, so that a terminal row with nothing allowed
+    still bootstraps a finite zero."""
+
+    def __init__(self, columns: list[int]) -> None:
+        super().__init__()
+        self.register_buffer("columns", torch.tensor(columns, dtype=torch.long) if columns else None,
+                             persistent=False)  # not saved: the env's layout gives it again
+
+    def allowed(self, obs: torch.Tensor) -> torch.Tensor | None:
+        return None if self.columns is None else obs.index_select(-1, self.columns) > 0.5
+
+    def forward(self, values: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """``values`` [B, actions] with the masked ones at the lowest float."""
+        allowed = self.allowed(obs)
+        return values if allowed is None else values.masked_fill(~allowed, torch.finfo(values.dtype).min)
+
+    def uniform(self, obs: torch.Tensor, n_actions: int) -> torch.Tensor:
+        """[B]: an allowed action of each row, uniformly."""
+        allowed = self.allowed(obs)
+        if allowed is None:
+            return torch.randint(0, n_actions, obs.shape[:1], device=obs.device)
+        return torch.multinomial(allowed.float() + 1e-12 * (~allowed.any(-1, keepdim=True)).float(), 1).squeeze(-1)
+
+
 class GreedyPolicy(nn.Module):
     """Raw observations -> the action of the highest value: normalisation (frozen), then the Q network (its
     mean weights, where they are noisy); the agent's own modules, not copies."""
@@ -118,12 +144,13 @@ class GreedyPolicy(nn.Module):
     pixels = False
     continuous_output = ""
 
-    def __init__(self, obs_norm: nn.Module, q: QNetwork) -> None:
+    def __init__(self, obs_norm: nn.Module, q: QNetwork, mask: ActionMask | None = None) -> None:
         super().__init__()
-        self.obs_norm, self.q = obs_norm, q
+        self.obs_norm, self.q, self.mask = obs_norm, q, mask or ActionMask([])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.q(self.obs_norm(obs.float())).argmax(-1)
+        obs = obs.float()
+        return self.mask(self.q(self.obs_norm(obs)), obs).argmax(-1)
 
     def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
         """The values as log-softmax: their argmax and the gaps between them, which a near tie is read from."""
