@@ -24,6 +24,7 @@ from torch import nn
 from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.algos.compiling import compiled
 from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, check_q_spaces
+from rlcli.algos.dqn.targets import linear_epsilon
 from rlcli.algos.optim import adam, set_lr
 from rlcli.algos.ppo.minibatches import Minibatches
 from rlcli.algos.threads import ThreadPlan
@@ -87,12 +88,6 @@ SEARCH_SPACE: dict[str, Any] = {
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
     """One thread to act (the env backend's threads step beside it), every core for the update."""
     return ThreadPlan(1, cores)
-
-
-def linear_epsilon(step: int, cfg: PQNConfig) -> float:
-    """Epsilon after ``step`` env steps, falling in a straight line over ``exploration_fraction * steps``."""
-    fraction = min(step / (cfg.exploration_fraction * cfg.steps), 1.0)
-    return cfg.epsilon_start + fraction * (cfg.epsilon_end - cfg.epsilon_start)
 
 
 class PQN(nn.Module):

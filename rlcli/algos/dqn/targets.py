@@ -3,12 +3,21 @@ distributional (C51) target's projection onto the atoms."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 
-from rlcli.algos.dqn.config import DQNConfig
+
+class EpsilonSchedule(Protocol):
+    """What an epsilon-greedy schedule reads of a config (DQN's, PQN's)."""
+
+    steps: int
+    epsilon_start: float
+    epsilon_end: float
+    exploration_fraction: float
 
 
-def linear_epsilon(step: int, cfg: DQNConfig) -> float:
+def linear_epsilon(step: int, cfg: EpsilonSchedule) -> float:
     """Epsilon after ``step`` env steps: from ``epsilon_start`` down to ``epsilon_end`` in a straight line over
     ``exploration_fraction * steps``, then flat."""
     span = cfg.exploration_fraction * cfg.steps
