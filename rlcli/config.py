@@ -92,27 +92,6 @@ class AlgoConfig(Frozen):
         return data
 
 
-# The config model of each registered algorithm, by name, and its hyperparameter file where that is not
-# hyperparams/NAME.yml; filled by rlcli.algos, which is where algorithms are named. A RunConfig read from a
-# file finds its algorithm's model here.
-ALGO_CONFIGS: dict[str, type[AlgoConfig]] = {}
-HYPERPARAMS_FILES: dict[str, Path] = {}
-
-
-def register_algo_config(name: str, model: type[AlgoConfig], hyperparams: Path | None = None) -> None:
-    ALGO_CONFIGS[name] = model
-    if hyperparams is not None:
-        HYPERPARAMS_FILES[name] = hyperparams
-
-
-def algo_config_model(name: str) -> type[AlgoConfig]:
-    """The config model of the algorithm ``name``; a UsageError naming the registered ones otherwise."""
-    model = ALGO_CONFIGS.get(name)
-    if model is None:
-        raise UsageError(f"unknown algorithm '{name}'; choose one of: {', '.join(ALGO_CONFIGS)}")
-    return model
-
-
 EnvKwargs = dict[str, bool | int | float | str]
 
 
@@ -180,7 +159,8 @@ class EvalConfig(Frozen):
 
 
 class RunConfig(Frozen):
-    """Everything that defines a training run; saved fully resolved as ``config.yaml``."""
+    """Everything that defines a training run; saved fully resolved as ``config.yaml`` and read back with
+    ``rlcli.algos.run_config``, which validates ``algo`` by its algorithm's own model."""
 
     env: EnvConfig
     algo: SerializeAsAny[AlgoConfig]
@@ -196,33 +176,20 @@ class RunConfig(Frozen):
     # "module:function" called with the TrainState after each iteration; returns True to stop
     stop_when: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _algo_by_name(cls, data: Any) -> Any:
-        """A mapping's ``algo`` validated by its registered model; runs saved before the env's keywords
-        moved out of the algorithm's section still load."""
-        if not isinstance(data, dict) or not isinstance(data.get("algo"), dict):
-            return data
-        algo = dict(data["algo"])
-        env = data.get("env")
-        if "env_kwargs" in algo and isinstance(env, dict):
-            env = {**env, "kwargs": algo.pop("env_kwargs")}
-        model = ALGO_CONFIGS.get(str(algo.get("algo")))
-        if model is None:
-            raise ValueError(f"unknown algorithm {algo.get('algo')!r}; choose one of: {', '.join(ALGO_CONFIGS)}")
-        return {**data, "env": env, "algo": model.model_validate(algo)}
-
 
 # ---------------------------------------------------------------------------------------------------
 # Loading hyperparameter files
 
 
+def data_dir() -> Path:
+    """What rlcli ships beside its code: ``hyperparams/``, ``zoo/`` agents, suites and reference scores (in a
+    checkout, ``hyperparams`` and ``zoo`` are links to the repository's own folders)."""
+    return Path(str(resources.files("rlcli") / "data"))
+
+
 def hyperparams_dir() -> Path:
-    """The directory of shipped hyperparameter YAML (works from a checkout and from a wheel)."""
-    packaged = resources.files("rlcli") / "hyperparams"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "hyperparams"
+    """The directory of shipped hyperparameter YAML."""
+    return data_dir() / "hyperparams"
 
 
 def config_source(path: Path) -> Path:
@@ -291,19 +258,10 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def hyperparams_for(algo: str, env_id: str, group: str | None) -> dict[str, Any]:
-    """The merged default <- group <- env entry of ``hyperparams/{algo}.yml``."""
-    merged: dict[str, Any] = {}
-    for _, values in hyperparams_layers(algo, env_id, group):
-        merged = deep_merge(merged, values)
-    return merged
-
-
-def hyperparams_layers(algo: str, env_id: str, group: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """The parts of ``hyperparams/{algo}.yml`` that apply to ``env_id``, each named, in the order they are
+def hyperparams_layers(file: Path, env_id: str, group: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The parts of a hyperparameter ``file`` that apply to ``env_id``, each named, in the order they are
     merged: ``default``, ``group NAME``, ``entry ENV``; those the file lacks are left out."""
-    algo_config_model(algo)
-    table = load_yaml(HYPERPARAMS_FILES.get(algo) or hyperparams_dir() / f"{algo}.yml")
+    table = load_yaml(file)
     names = (("default", "default"), (group, f"group {group}"), (env_id, f"entry {env_id}"))
     return [(name, table[key] or {}) for key, name in names if key and key in table]
 
@@ -379,17 +337,6 @@ def split_env_sections(values: dict[str, Any]) -> tuple[dict[str, Any], EnvConfi
         return values, EnvConfig(id="-", kwargs=env_kwargs, multiagent=multiagent)
     except ValidationError as e:
         raise UsageError(describe_validation_error(e, EnvConfig).replace("'kwargs", "'env_kwargs")) from None
-
-
-def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
-    """Validate merged hyperparameters into the algorithm's frozen config, with one-line errors (the env's
-    keywords, which the files give beside them, are checked and left to the env's config)."""
-    model = algo_config_model(algo)
-    values, _ = split_env_sections(values)
-    try:
-        return model.model_validate({**values, "algo": algo})
-    except ValidationError as e:
-        raise UsageError(describe_validation_error(e, model)) from None
 
 
 def describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:

@@ -213,7 +213,7 @@ def test_no_import_cycles_in_the_package():
 # rlcli's parts from the bottom up (docs/layout.md): each imports only from those in the rows before its own
 # (``__init__``, rlcli's own, holds the version alone)
 LAYERS = (
-    ("__init__",), ("errors",), ("config",), ("jobs", "envs"), ("nets",), ("algos",), ("selfplay", "runs"),
+    ("__init__",), ("errors",), ("config",), ("jobs", "envs"), ("nets",), ("algos",), ("runs",),
     ("training",), ("share",), ("benchmark",), ("tune",), ("cli",), ("__main__",),
 )
 

@@ -13,24 +13,21 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
+from rlcli import config
 from rlcli.algos import dqn, ppo, pqn, sac, td3
 from rlcli.algos.base import AlgoSpec
 from rlcli.algos.learners import OffPolicyLearner, OnPolicyLearner
 from rlcli.config import (
+    AlgoConfig,
     EnvConfig,
     EvalConfig,
     RunConfig,
-    algo_config_model,
-    build_algo_config,
     config_source,
     deep_merge,
     describe_validation_error,
     field_description,
     flatten,
-    hyperparams_for,
-    hyperparams_layers,
     load_yaml,
-    register_algo_config,
     split_env_sections,
 )
 from rlcli.envs import env_group, import_env_module
@@ -44,13 +41,57 @@ DEFAULT = "ppo"  # what a command trains when no --algo is given
 def register(spec: AlgoSpec) -> None:
     """Makes ``spec.name`` an algorithm every command accepts."""
     REGISTRY[spec.name] = spec
-    register_algo_config(spec.name, spec.config, spec.hyperparams)
 
 
 def spec_for(name: str) -> AlgoSpec:
     """The registered algorithm ``name``; a UsageError naming the registered ones otherwise."""
-    algo_config_model(name)
-    return REGISTRY[name]
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise UsageError(f"unknown algorithm '{name}'; choose one of: {', '.join(REGISTRY)}")
+    return spec
+
+
+def hyperparams_file(algo: str) -> Path:
+    """The tuned entries of ``algo``: its spec's own file, else ``hyperparams/ALGO.yml``."""
+    return spec_for(algo).hyperparams or config.hyperparams_dir() / f"{algo}.yml"
+
+
+def hyperparams_layers(algo: str, env_id: str, group: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The parts of ``algo``'s hyperparameter file that apply to ``env_id``, named, in merge order."""
+    return config.hyperparams_layers(hyperparams_file(algo), env_id, group)
+
+
+def hyperparams_for(algo: str, env_id: str, group: str | None) -> dict[str, Any]:
+    """The merged default <- group <- env entry of ``algo``'s hyperparameter file."""
+    merged: dict[str, Any] = {}
+    for _, values in hyperparams_layers(algo, env_id, group):
+        merged = deep_merge(merged, values)
+    return merged
+
+
+def build_algo_config(algo: str, values: dict[str, Any]) -> AlgoConfig:
+    """Merged hyperparameters validated into the algorithm's frozen config, with one-line errors (the env's
+    keywords, which the files give beside them, are checked and left to the env's config)."""
+    model = spec_for(algo).config
+    values, _ = split_env_sections(values)
+    try:
+        return model.model_validate({**values, "algo": algo})
+    except ValidationError as e:
+        raise UsageError(describe_validation_error(e, model)) from None
+
+
+def run_config(data: dict[str, Any]) -> RunConfig:
+    """A saved run's config (``config.yaml`` read as a mapping), its ``algo`` validated by that algorithm's
+    model; runs saved before the env's keywords moved out of the algorithm's section still load. A
+    ValidationError where a value is wrong, a UsageError where the algorithm is unknown."""
+    algo = data.get("algo")
+    if not isinstance(algo, dict) or "algo" not in algo:  # the shared fields' own errors name what is wrong
+        return RunConfig.model_validate(data)
+    algo, env = dict(algo), data.get("env")
+    if "env_kwargs" in algo and isinstance(env, dict):
+        env = {**env, "kwargs": algo.pop("env_kwargs")}
+    model = spec_for(str(algo.get("algo"))).config
+    return RunConfig.model_validate({**data, "env": env, "algo": model.model_validate(algo)})
 
 
 def resolve(algo: str, env_id: str, *, backend: str = "auto", env_module: str | None = None,

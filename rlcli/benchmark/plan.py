@@ -11,17 +11,15 @@ import difflib
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError
 
 from rlcli.algos import resolve
 from rlcli.algos.threads import available_cores
-from rlcli.benchmark.scores import data_dir
-from rlcli.config import Frozen, deep_merge, parse_overrides
-from rlcli.envs import import_env_module, make_vec_env
-from rlcli.envs.registry import resolve_backend, resolve_env_id
+from rlcli.config import Frozen, RunConfig, data_dir, deep_merge, parse_overrides
+from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 from rlcli.share.names import safe_name
 from rlcli.training.agents import check_spaces
@@ -97,25 +95,28 @@ def load_suites() -> dict[str, Suite]:
         raise RuntimeError(f"rlcli/data/suites.yml: {e}") from None
 
 
-def expand_envs(tokens: list[str], backend: str = "auto") -> list[str]:
-    """Env ids for ``--envs`` tokens, each a suite name or an env id, in order, without repeats.
-    An unknown token is a UsageError naming close suites or env ids."""
+def expand_envs(tokens: list[str]) -> list[str]:
+    """The ``--envs`` tokens with each suite name replaced by its env ids, in order, without repeats."""
     suites = load_suites()
     envs: list[str] = []
     for token in tokens:
-        if token in suites:
-            envs.extend(suites[token].envs)
-            continue
-        try:
-            token = resolve_env_id(token)[0]
-            resolve_backend(token, backend)
-        except UsageError as e:
-            close = difflib.get_close_matches(token, list(suites), n=1, cutoff=0.6)
-            if close:
-                raise UsageError(f"unknown suite or environment '{token}'; did you mean {close[0]}?") from None
-            raise UsageError(f"{e} (suites: {', '.join(suites)})") from None
-        envs.append(token)
+        envs.extend(suites[token].envs if token in suites else [token])
     return list(dict.fromkeys(envs))
+
+
+def resolve_token(algo: str, token: str, options: TrainOptions, overrides: dict[str, Any]) -> RunConfig:
+    """The run of ``algo`` on one ``--envs`` entry; a token that is no env id is a UsageError naming close
+    suites or env ids."""
+    try:
+        return resolve(algo, token, backend=options.backend, env_module=options.env_module, overrides=overrides)
+    except UsageError as e:
+        if not str(e).startswith(("unknown environment", "unknown env")):
+            raise
+        suites = list(load_suites())
+        close = difflib.get_close_matches(token, suites, n=1, cutoff=0.6)
+        if close:
+            raise UsageError(f"unknown suite or environment '{token}'; did you mean {close[0]}?") from None
+        raise UsageError(f"{e} (suites: {', '.join(suites)})") from None
 
 
 def _incompatible(algos: list[str], env_id: str, backend: str) -> dict[str, str]:
@@ -149,20 +150,22 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
         check_directory(directory)
     algos = list(dict.fromkeys(algos))
     seeds = list(dict.fromkeys(seeds))
-    import_env_module(options.env_module)
-    envs = expand_envs(env_tokens, options.backend)
     overrides = parse_overrides(list(options.params))
     if steps is not None:
         overrides = deep_merge(overrides, {"steps": steps})
     runs: list[RunSpec] = []
     skipped: list[str] = []
-    for env_id in envs:
+    envs: list[str] = []
+    for token in expand_envs(env_tokens):
+        first = resolve_token(algos[0], token, options, overrides)
+        env_id = first.env.id
+        if env_id in envs:
+            continue
+        envs.append(env_id)
         reasons = _incompatible(algos, env_id, options.backend)
         skipped.extend(f"{algo} on {env_id}: {reason}" for algo, reason in reasons.items())
-        for algo in algos:
-            if algo in reasons:
-                continue
-            cfg = resolve(algo, env_id, backend=options.backend, env_module=options.env_module, overrides=overrides)
+        for algo in (a for a in algos if a not in reasons):
+            cfg = first if algo == algos[0] else resolve_token(algo, env_id, options, overrides)
             runs.extend(RunSpec(algo=algo, env_id=env_id, seed=seed, steps=cfg.algo.steps) for seed in seeds)
     if not runs:
         raise UsageError("nothing to run: " + "; ".join(skipped))

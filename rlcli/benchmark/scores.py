@@ -15,9 +15,9 @@ import csv
 import math
 import re
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import NamedTuple
+
+from rlcli.config import data_dir
 
 ATARI_PREFIX = "ALE/"
 
@@ -50,11 +50,6 @@ class Normalization(NamedTuple):
     reference_kind: str  # "human", "published", "threshold", "maximum"
     random_source: str
     reference_source: str
-
-
-def data_dir() -> Path:
-    """The shipped data files (works from a checkout and from a wheel)."""
-    return Path(str(resources.files("rlcli") / "data"))
 
 
 def _rows(name: str) -> list[dict[str, str]]:
@@ -143,7 +138,7 @@ def random_multiagent_return(env_id: str, episodes: int = 100, seed: int = 0) ->
 
     from rlcli.envs import TurnBasedEnv, make_vec_env
     from rlcli.envs.seats import FixedOpponents, RandomOpponent
-    from rlcli.selfplay.opponents import fixed_opponent
+    from rlcli.training.selfplay.opponents import fixed_opponent
 
     env = make_vec_env(env_id, 1, seed)
     if isinstance(env, TurnBasedEnv):

@@ -10,10 +10,10 @@ import typer
 from rlcli.cli.app import app
 from rlcli.cli.options import Backend, Best, Deterministic, Episodes, Run, Seed
 from rlcli.runs.rundir import RunDir
-from rlcli.selfplay.opponents import FIXED
 from rlcli.share.names import resolve_run
 from rlcli.training.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
 from rlcli.training.evaluation import SEATS, evaluate, match
+from rlcli.training.selfplay.opponents import FIXED
 
 
 @app.command("eval", help="Evaluate a trained agent. Example: rlcli eval runs/CartPole-v1__ppo__s0__... --json")

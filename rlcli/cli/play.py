@@ -37,9 +37,9 @@ def play(
     if human:
         play_human(loaded, seat - 1, episodes, seed, deterministic, best)
         return
-    from rlcli.selfplay.opponents import FIXED
     from rlcli.share.video import check_video_path, write_mp4
     from rlcli.training.evaluation import record_episodes, render_off_screen
+    from rlcli.training.selfplay.opponents import FIXED
 
     headless = video is not None or not os.environ.get("DISPLAY")
     if headless:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from rlcli.algos import DEFAULT, resolve
+from rlcli.algos import DEFAULT, resolve, run_config
 from rlcli.algos.world import SINGLE, PeerLost, World, check_gpus, envs_per_process, join
 from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
@@ -27,11 +27,11 @@ from rlcli.jobs.interrupts import not_noted, term_as_interrupt
 from rlcli.runs.checkpoint import CONFIG
 from rlcli.runs.lock import RunLock
 from rlcli.runs.rundir import RunDir, load_config, read_meta, shipped
-from rlcli.selfplay.opponents import FIXED
 from rlcli.share.names import default_run_dir
 from rlcli.training.agents import check_distributed
 from rlcli.training.hooks import load_stop_hook
 from rlcli.training.launch import LAUNCHED, PEER_LOST_EXIT, launch, without_option
+from rlcli.training.selfplay.opponents import FIXED
 from rlcli.training.train import EnvFault, TrainingDiverged, TrainingInterrupted, TrainState, run, set_up
 
 
@@ -271,7 +271,7 @@ def train_as_process(world: World, request: Request, wandb_project: str | None, 
         raise error  # the lead alone prints it; the others end with its exit code
     if "error" in shared:
         raise typer.Exit(shared["error"])
-    cfg, directory = RunConfig.model_validate(shared["cfg"]), Path(shared["directory"])
+    cfg, directory = run_config(shared["cfg"]), Path(shared["directory"])
     try:
         run_with_display(console, cfg, directory, shared["done"], wandb_project if world.lead else None,
                          request.resume is not None, save_buffer, world)

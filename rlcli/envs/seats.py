@@ -1,5 +1,5 @@
 """Who sits in a turn-based game's other seats: the opponent protocol, a source naming each game's opponent,
-and the two any game has (uniform random, and one opponent for every game). rlcli.selfplay supplies the
+and the two any game has (uniform random, and one opponent for every game). rlcli.training.selfplay supplies the
 rest: scripted players, snapshot policies and the self-play pool.
 
 An opponent acts on rows of flat observations as the env makes them (the observation's columns, then the

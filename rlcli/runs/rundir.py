@@ -16,10 +16,10 @@ import torch
 import yaml
 from pydantic import ValidationError
 
-import rlcli.algos  # noqa: F401  (registers the algorithms, whose config models a run's config names)
-from rlcli.config import RunConfig, describe_validation_error, dump_config, read_yaml_text
+from rlcli.algos import run_config
+from rlcli.config import RunConfig, data_dir, describe_validation_error, dump_config, read_yaml_text
 from rlcli.envs.snapshot import Snapshot
-from rlcli.errors import CheckpointError
+from rlcli.errors import CheckpointError, UsageError
 from rlcli.runs import checkpoint
 from rlcli.runs.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
 
@@ -43,11 +43,10 @@ def cached_repo_id(path: Path) -> str | None:
 
 
 def zoo_dir() -> Path:
-    """``$RLCLI_ZOO_DIR`` if set, else ``zoo/`` of a checkout, else the copy packaged inside an installed wheel."""
+    """``$RLCLI_ZOO_DIR`` if set, else the shipped agents (``zoo/`` of a checkout, or its copy inside a wheel)."""
     if os.environ.get("RLCLI_ZOO_DIR"):
         return Path(os.environ["RLCLI_ZOO_DIR"])
-    checkout = Path(__file__).resolve().parent.parent / "zoo"
-    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "zoo"
+    return data_dir() / "zoo"
 
 
 def shipped(run_dir: Path) -> bool:
@@ -76,9 +75,11 @@ def load_config(path: Path) -> RunConfig:
     if not isinstance(data, dict):
         raise CheckpointError(f"{file} must hold a run's settings as a mapping, not {type(data).__name__}")
     try:
-        return RunConfig.model_validate(data)
+        return run_config(data)
     except ValidationError as e:
         raise CheckpointError(f"{file}: {describe_validation_error(e, RunConfig)}") from None
+    except UsageError as e:
+        raise CheckpointError(f"{file}: {e}") from None
 
 
 def eval_history(path: Path) -> list[dict[str, Any]]:

@@ -16,8 +16,8 @@ from rlcli.envs import ManyAgentEnv, TurnBasedEnv, VecEnv, agents_per_env
 from rlcli.envs.seats import FixedOpponents, Opponent
 from rlcli.errors import UsageError
 from rlcli.runs.rundir import RunDir
-from rlcli.selfplay.opponents import PolicyOpponent, fixed_opponent
 from rlcli.training.agents import EVAL_ENVS, agent_from_run, make_env, resolve_device
+from rlcli.training.selfplay.opponents import PolicyOpponent, fixed_opponent
 
 
 class EvalResult(NamedTuple):

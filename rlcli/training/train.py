@@ -41,12 +41,12 @@ from rlcli.jobs import interrupts
 from rlcli.runs.checkpoint import load_optimizer_tensors, optimizer_tensors
 from rlcli.runs.lock import LOCK, RunLock
 from rlcli.runs.rundir import RunDir
-from rlcli.selfplay.pool import OpponentPool
-from rlcli.selfplay.training import POOL_FILE, attach_opponents, selfplay_columns
 from rlcli.training import resume
 from rlcli.training.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
 from rlcli.training.evaluation import evaluate_run
 from rlcli.training.hooks import load_stop_hook
+from rlcli.training.selfplay.attach import POOL_FILE, attach_opponents, selfplay_columns
+from rlcli.training.selfplay.pool import OpponentPool
 from rlcli.training.sinks import CSVSink, MetricSink, TensorBoardSink, WandbSink
 
 # periodic evaluation during training: the default 10 episodes run side by side in one round, as long as

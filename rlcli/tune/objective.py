@@ -9,9 +9,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from rlcli.algos import resolve
+from rlcli.algos import hyperparams_for, resolve
 from rlcli.benchmark.scores import normalization_for, normalizations
-from rlcli.config import RunConfig, deep_merge, hyperparams_for
+from rlcli.config import RunConfig, deep_merge
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
 from rlcli.share.names import safe_name

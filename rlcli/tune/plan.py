@@ -7,10 +7,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from rlcli.algos import resolve
-from rlcli.config import hyperparams_for
-from rlcli.envs import env_group, import_env_module
-from rlcli.envs.registry import resolve_backend, resolve_env_id
+from rlcli.algos import hyperparams_for, resolve
+from rlcli.config import RunConfig
+from rlcli.envs import env_group
 from rlcli.errors import UsageError
 from rlcli.training.agents import check_env_fits
 from rlcli.tune.objective import check_normalisable
@@ -34,17 +33,18 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
     been checked; creates the study directory. ``steps`` defaults to the largest tuned budget of the envs,
     ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields, as given."""
     check_packages(settings.get("sampler", "tpe"))
-    import_env_module(env_module)
-    ids = tuple(dict.fromkeys(resolve_env_id(env_id)[0] for env_id in env_ids))
-    for env_id in ids:
-        resolve_backend(env_id, backend)  # unknown ids fail here, with close matches
+    runs: dict[str, RunConfig] = {}
+    for env_id in env_ids:  # unknown ids fail here, with close matches
+        cfg = resolve(algo, env_id, backend=backend, env_module=env_module)
+        runs.setdefault(cfg.env.id, cfg)
+    ids = tuple(runs)
     check_normalisable(ids)
     search = load_space(space_file, algo) if space_file is not None else default_space(algo)
     bases = {}
-    for env_id in ids:
+    for env_id, cfg in runs.items():
         bases[env_id] = hyperparams_for(algo, env_id, env_group(env_id))
         search.check(bases[env_id], f" for {env_id}" if len(ids) > 1 else "")
-        check_env_fits(resolve(algo, env_id, backend=backend, env_module=env_module))
+        check_env_fits(cfg)
     budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
     directory = out or default_study_dir(ids, algo)
     directory.mkdir(parents=True, exist_ok=True)

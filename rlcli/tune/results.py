@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from rlcli import config
+from rlcli.algos import hyperparams_file
 from rlcli.config import deep_merge
 from rlcli.errors import UsageError
 from rlcli.runs.checkpoint import atomic_write
@@ -62,7 +63,7 @@ def summarize(spec: TuneSpec, study: Any, write: bool = False) -> Summary:
         _write_text(best_yml, "\n".join(comment) + "\n" + "".join(
             "\n".join(entry_lines(env_id, entry)) + "\n" for env_id, entry in entries.items()))
         if write:
-            written = config.hyperparams_dir() / f"{spec.algo}.yml"
+            written = hyperparams_file(spec.algo)
             apply_entries(written, entries, comment)
     found = importances(study)
     plots = save_plots(study, spec.study_dir)
@@ -83,7 +84,7 @@ def summarize(spec: TuneSpec, study: Any, write: bool = False) -> Summary:
 
 def best_entries(spec: TuneSpec, overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per env id: its current hyperparameter entry with its ``overrides`` (per env id) merged in."""
-    table = config.load_yaml(config.hyperparams_dir() / f"{spec.algo}.yml")
+    table = config.load_yaml(hyperparams_file(spec.algo))
     return {env_id: _plain(deep_merge(table.get(env_id) or {}, overrides[env_id])) for env_id in spec.env_ids}
 
 

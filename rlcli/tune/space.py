@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from rlcli.algos import spec_for
-from rlcli.config import build_algo_config, deep_merge, load_yaml
+from rlcli.algos import build_algo_config, spec_for
+from rlcli.config import deep_merge, load_yaml
 from rlcli.errors import UsageError
 
 SIGNIFICANT_DIGITS = 3

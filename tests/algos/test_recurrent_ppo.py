@@ -127,7 +127,7 @@ def test_train_eval_play_export_and_resume_a_recurrent_run(tmp_path):
 
 
 def test_the_built_in_search_space_samples_whole_env_sequences_for_a_recurrent_entry():
-    from rlcli.config import hyperparams_for
+    from rlcli.algos import hyperparams_for
     from rlcli.tune.space import default_space
 
     base = hyperparams_for("ppo", "CartPoleNoVel-v1", "classic")

@@ -13,8 +13,8 @@ from rlcli.envs import make_vec_env
 from rlcli.envs.games import ConnectFour, TicTacToe, connect_four_wins
 from rlcli.envs.seats import FixedOpponents, RandomOpponent
 from rlcli.errors import UsageError
-from rlcli.selfplay.elo import expected_score, game_score, updated
-from rlcli.selfplay.pool import OpponentPool
+from rlcli.training.selfplay.elo import expected_score, game_score, updated
+from rlcli.training.selfplay.pool import OpponentPool
 
 pytest.importorskip("pettingzoo.classic")
 
@@ -368,7 +368,7 @@ def test_a_move_the_mask_forbids_is_an_error_naming_it_not_a_lost_game():
 
 
 def test_prioritized_sampling_draws_older_snapshots_by_how_often_they_still_beat_the_learner():
-    from rlcli.selfplay.pool import prioritized_weight
+    from rlcli.training.selfplay.pool import prioritized_weight
 
     assert prioritized_weight(0.5) == pytest.approx(0.25, abs=1e-5)
     assert prioritized_weight(1.0) == pytest.approx(0, abs=1e-5)

@@ -21,9 +21,8 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from rlcli import config
-from rlcli.algos import resolve
+from rlcli.algos import build_algo_config, hyperparams_for, resolve
 from rlcli.cli import app
-from rlcli.config import build_algo_config
 from rlcli.errors import UsageError
 from rlcli.runs import checkpoint
 from rlcli.runs.rundir import load_config
@@ -470,7 +469,7 @@ def test_each_env_splits_its_own_rollout_into_minibatches():
 def test_built_in_spaces_sample_only_valid_configs(algo, env_id, group):
     space = default_space(algo)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    base = config.hyperparams_for(algo, env_id, group)
+    base = hyperparams_for(algo, env_id, group)
     space.check(base, "")
     for _ in range(200):
         overrides = space.sample(study.ask(), base)

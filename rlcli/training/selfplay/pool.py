@@ -21,8 +21,8 @@ from torch import nn
 
 from rlcli.config import SelfPlayConfig
 from rlcli.envs.seats import Opponent
-from rlcli.selfplay.elo import INITIAL, expected_score, game_score, updated
-from rlcli.selfplay.opponents import PolicyOpponent
+from rlcli.training.selfplay.elo import INITIAL, expected_score, game_score, updated
+from rlcli.training.selfplay.opponents import PolicyOpponent
 
 LIVE_OPPONENTS = 8  # snapshot policies kept built at once (the rest are rebuilt from their weights)
 RECENT_GAMES = 1000  # games the pool's score metric averages over

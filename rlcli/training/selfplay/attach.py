@@ -11,8 +11,8 @@ from rlcli.config import RunConfig
 from rlcli.envs import ManyAgentEnv, TurnBasedEnv, VecEnv
 from rlcli.envs.seats import FixedOpponents
 from rlcli.errors import UsageError
-from rlcli.selfplay.opponents import fixed_opponent
-from rlcli.selfplay.pool import OpponentPool
+from rlcli.training.selfplay.opponents import fixed_opponent
+from rlcli.training.selfplay.pool import OpponentPool
 
 POOL_FILE = "pool.safetensors"  # the snapshots' weights, in the run directory; the rest is in meta.json
 
