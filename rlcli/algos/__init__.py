@@ -161,7 +161,7 @@ def explain(algo: str, env_id: str, *, env_module: str | None = None, config_fil
     return cfg, settings
 
 
-register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.PPO.check_spaces, ppo.thread_plan,
+register(AlgoSpec("ppo", ppo.PPOConfig, ppo.PPO, OnPolicyLearner, ppo.check_spaces, ppo.thread_plan,
                   ppo.SEARCH_SPACE, ppo.COUPLED, takes_layout=True, distributed=True, fit=ppo.fit_minibatches))
 register(AlgoSpec("sac", sac.SACConfig, sac.SAC, OffPolicyLearner, sac.SAC.check_spaces, sac.thread_plan,
                   sac.SEARCH_SPACE, optional_metrics=sac.ACTOR_METRICS))

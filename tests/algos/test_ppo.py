@@ -15,10 +15,14 @@ from rlcli.algos.ppo import (
     PPO,
     PPOConfig,
     adaptive_kl_lr,
+    check_spaces,
     clipped_surrogate_loss,
     clipped_value_loss,
     smooth_clamp,
 )
+from rlcli.algos.ppo.agent import stored_kinds
+from rlcli.algos.ppo.schedule import clip_range
+from rlcli.errors import UsageError
 
 
 def surrogate(advantages, ratio, clip=0.2, requires_grad=False):
@@ -169,3 +173,26 @@ def test_adaptive_schedule_adapts_after_each_epoch_or_each_minibatch(every, chan
     ppo = agent(lr_schedule="adaptive_kl", kl_target=1e3, lr_adapt_every=every, learning_rate=1e-5)
     ppo.update(rollout(), 0.0)
     assert ppo.lr.value == pytest.approx(1e-5 * 1.5 ** changes)
+
+
+@pytest.mark.parametrize(("schedule", "progress", "expected"), [
+    ("constant", 0.0, 0.2), ("constant", 0.75, 0.2), ("linear", 0.0, 0.2), ("linear", 0.25, 0.15),
+    ("linear", 1.0, 0.0), ("linear", 1.02, 0.0)])  # the last rollout may run a little past the budget
+def test_clip_range_is_constant_or_falls_linearly_to_zero(schedule, progress, expected):
+    assert clip_range(PPOConfig(clip_range=0.2, clip_range_schedule=schedule), progress) == pytest.approx(expected)
+
+
+def test_rollouts_store_frames_as_bytes_and_discrete_actions_as_indices():
+    frames, vector = gym.spaces.Box(0, 255, (4, 84, 84), "uint8"), gym.spaces.Box(-1, 1, (3,))
+    assert stored_kinds(PPOConfig(), frames, gym.spaces.Discrete(6), [6]) == (torch.uint8, (1,), torch.long)
+    assert stored_kinds(PPOConfig(normalize_obs=True), frames, gym.spaces.Discrete(6), [6])[0] == torch.float32
+    assert stored_kinds(PPOConfig(), vector, gym.spaces.Box(-1, 1, (2,)), []) == (torch.float32, (2,), torch.float32)
+    assert stored_kinds(PPOConfig(), vector, gym.spaces.MultiDiscrete([3, 4]), [3, 4])[1:] == ((2,), torch.long)
+
+
+def test_ppo_refuses_the_spaces_it_cannot_act_in():
+    check_spaces(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([3, 4]))
+    with pytest.raises(UsageError, match="Box observations"):
+        check_spaces(gym.spaces.Discrete(3), gym.spaces.Discrete(2))
+    with pytest.raises(UsageError, match="Discrete, MultiDiscrete or Box actions"):
+        check_spaces(gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiBinary(2))

@@ -50,7 +50,7 @@ def test_an_extra_algorithm_trains_evaluates_and_resumes_through_the_cli(tmp_pat
     hyperparams.write_text("default: {n_envs: 4, n_steps: 32, minibatch_size: 128, learning_rate: 7.0e-4}\n"
                            "CartPole-v1: {steps: 1024}\n")
     monkeypatch.setattr(algos, "REGISTRY", dict(REGISTRY))
-    register(AlgoSpec("a2c", A2CConfig, A2C, OnPolicyLearner, A2C.check_spaces, one_core,
+    register(AlgoSpec("a2c", A2CConfig, A2C, OnPolicyLearner, ppo.check_spaces, one_core,
                       {"learning_rate": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}, hyperparams=hyperparams))
     assert spec_for("a2c").config is A2CConfig
 

@@ -4,7 +4,15 @@
 normalisers and optimiser that learn, and the update that ties the parts together)."""
 
 from rlcli.algos.ppo.agent import PPO, network_class
-from rlcli.algos.ppo.config import COUPLED, SEARCH_SPACE, PPOConfig, fit_minibatches, shares_cores, thread_plan
+from rlcli.algos.ppo.config import (
+    COUPLED,
+    SEARCH_SPACE,
+    PPOConfig,
+    check_spaces,
+    fit_minibatches,
+    shares_cores,
+    thread_plan,
+)
 from rlcli.algos.ppo.losses import (
     clipped_surrogate_loss,
     clipped_value_loss,
@@ -18,6 +26,6 @@ from rlcli.algos.ppo.minibatches import Minibatches, evaluated, sequence_rows
 from rlcli.algos.ppo.schedule import MAX_LR, MIN_LR, LearningRate, adaptive_kl_lr
 
 __all__ = ["COUPLED", "MAX_LR", "MIN_LR", "PPO", "SEARCH_SPACE", "LearningRate", "Minibatches", "PPOConfig",
-           "adaptive_kl_lr", "clipped_surrogate_loss", "clipped_value_loss", "evaluated", "explained_variance",
-           "fit_minibatches", "network_class", "pooled_standardize", "ppo_loss", "row_mean", "sequence_rows",
-           "shares_cores", "smooth_clamp", "thread_plan"]
+           "adaptive_kl_lr", "check_spaces", "clipped_surrogate_loss", "clipped_value_loss", "evaluated",
+           "explained_variance", "fit_minibatches", "network_class", "pooled_standardize", "ppo_loss", "row_mean",
+           "sequence_rows", "shares_cores", "smooth_clamp", "thread_plan"]

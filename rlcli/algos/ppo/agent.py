@@ -30,7 +30,7 @@ from rlcli.algos.optim import adam
 from rlcli.algos.ppo.config import PPOConfig
 from rlcli.algos.ppo.losses import STATS, explained_variance, ppo_loss
 from rlcli.algos.ppo.minibatches import Minibatches, evaluated
-from rlcli.algos.ppo.schedule import LearningRate
+from rlcli.algos.ppo.schedule import LearningRate, clip_range
 from rlcli.algos.world import SINGLE, World
 from rlcli.config import NetworkConfig
 from rlcli.envs.layout import ObsLayout
@@ -59,6 +59,26 @@ def minibatch_step(step: Callable, cfg: PPOConfig, net: nn.Module, world: World,
     if device.type == "cuda" and not isinstance(net, RecurrentActorCritic) and world.size == 1:
         return captured(step, cfg.compile, device)
     return compiled(step, cfg.compile, device, rows_vary=True)
+
+
+def stored_kinds(cfg: PPOConfig, obs_space: gym.Space, action_space: gym.Space, nvec: list[int]
+                 ) -> tuple[torch.dtype, tuple[int, ...], torch.dtype]:
+    """How a rollout stores observations and actions: (obs dtype, action shape, action dtype). Atari frames
+    stay uint8 unless normalised; discrete actions are one index per sub-action."""
+    obs_dtype = torch.float32 if cfg.normalize_obs or obs_space.dtype != "uint8" else torch.uint8
+    if nvec:
+        return obs_dtype, (len(nvec),), torch.long
+    return obs_dtype, tuple(action_space.shape or ()), torch.float32
+
+
+def memory(state: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The keyword a recurrent network's call takes: its state, where there is one."""
+    return {} if state is None else {"state": state}
+
+
+def shared_statistics(world: World, *norms: ObsNormalizer | RewardScaler | ValueNormalizer) -> list[RunningMeanStd]:
+    """The normalisation statistics in use, which several processes pool (none in a single process)."""
+    return [norm.rms for norm in norms if norm.enabled] if world.size > 1 else []
 
 
 # Saved models name the actor-critic ``policy``, as the first format did: old runs and the zoo's agents load
@@ -94,7 +114,8 @@ class PPO(nn.Module):
         self.value_norm = ValueNormalizer(cfg.normalize_value)
         self.to(device)
         self.reward_scaler.returns = self.reward_scaler.returns.to(device)
-        for stats in self._shared_statistics():  # on the device: what they pool is read there
+        self._pooled = shared_statistics(world, self.obs_norm, self.reward_scaler, self.value_norm)
+        for stats in self._pooled:  # on the device: what they pool is read there
             stats.share()
         self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
@@ -105,22 +126,11 @@ class PPO(nn.Module):
         self._value_of = compiled(self.net.value_of, cfg.compile, device)
         self.lr = LearningRate(cfg, self.optimizer, world)
         self.minibatches = Minibatches(cfg.minibatch_size, cfg.n_steps, world, device)
-        self.action_shape = (len(self.net.nvec),) if self.net.nvec else tuple(action_space.shape)
-        self.action_dtype = torch.long if self.net.nvec else torch.float32
-        self.obs_dtype = (torch.float32 if cfg.normalize_obs or obs_space.dtype != "uint8"
-                          else torch.uint8)
+        self._stored = stored_kinds(cfg, obs_space, action_space, self.net.nvec)
         # not submodules: they share this agent's parameters, which its state_dict already holds
         self.__dict__["_policies"] = {}
         self.register_state_dict_post_hook(_saved_names)
         self.register_load_state_dict_pre_hook(_loaded_names)
-
-    @staticmethod
-    def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise UsageError(f"PPO takes Box observations; this environment's are {obs_space}")
-        if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.Box):
-            raise UsageError(f"PPO takes Discrete, MultiDiscrete or Box actions; this environment's are "
-                             f"{action_space}")
 
     def training_precision(self) -> AbstractContextManager:
         """The arithmetic of rollout acting and the update (``precision``); evaluation is float32."""
@@ -138,9 +148,8 @@ class PPO(nn.Module):
 
     def new_rollout(self, n_envs: int) -> RolloutBuffer:
         """Storage for one rollout of ``n_envs`` envs, in the shapes and types this agent learns from."""
-        return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape),
-                             self.obs_dtype, self.action_shape, self.action_dtype, self.device,
-                             getattr(self.net, "state_size", 0))
+        return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape), *self._stored,
+                             self.device, getattr(self.net, "state_size", 0))
 
     def initial_state(self, n_envs: int) -> torch.Tensor | None:
         """Zeros [n_envs, S] for a recurrent network; None for a feed-forward one."""
@@ -178,9 +187,7 @@ class PPO(nn.Module):
     def sample(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> PolicySample:
         """Actions drawn for observed rows, with their log-probabilities; ``value_of`` finishes the critic."""
         with self.training_precision():
-            if state is None:
-                return self._sample(obs)
-            return self._sample(obs, state=state)
+            return self._sample(obs, **memory(state))
 
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         with self.training_precision():
@@ -189,9 +196,7 @@ class PPO(nn.Module):
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """State values of raw observations (the bootstrap after a rollout's last step)."""
         with self.training_precision():
-            if state is None:
-                return self.value_norm.denormalize(self.net.value(self.obs_norm(obs)))
-            return self.value_norm.denormalize(self.net.value(self.obs_norm(obs), state))  # type: ignore[call-arg]
+            return self.value_norm.denormalize(self.net.value(self.obs_norm(obs), **memory(state)))
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return self.net.env_actions(actions)
@@ -213,9 +218,8 @@ class PPO(nn.Module):
         cfg = self.cfg
         sequences = isinstance(batch, SequenceBatch)
         self.value_norm.update(batch.returns[batch.valid] if sequences else batch.returns)
-        clip = self.lr.begin(progress, cfg.clip_range * (
-            max(1.0 - progress, 0.0) if cfg.clip_range_schedule == "linear" else 1.0))
-        pool_statistics(self._shared_statistics(), self.world.all_gather)
+        clip = self.lr.begin(progress, clip_range(cfg, progress))
+        pool_statistics(self._pooled, self.world.all_gather)
         clip_t = self._clip.fill_(clip)
         raw = batch
         if self.value_norm.enabled:  # the critic learns, and is clipped, in the standardised scale
@@ -231,12 +235,6 @@ class PPO(nn.Module):
         return {**dict(zip(STATS, (sums[:5] / sums[5]).tolist(), strict=True)),
                 "losses/explained_variance": float(explained), "charts/learning_rate": self.lr.value,
                 "charts/clip_range": clip}
-
-    def _shared_statistics(self) -> list[RunningMeanStd]:
-        """The normalisation statistics in use, which several processes pool."""
-        if self.world.size == 1:
-            return []
-        return [norm.rms for norm in (self.obs_norm, self.reward_scaler, self.value_norm) if norm.enabled]
 
     def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: torch.Tensor) -> torch.Tensor:
         """One gradient step on a minibatch (forward, loss, backward, clipping, Adam): what ``compile``

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import gymnasium as gym
 from pydantic import Field, model_validator
 
 from rlcli.algos.threads import ThreadPlan
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
+from rlcli.errors import UsageError
 
 
 class PPOConfig(AlgoConfig):
@@ -164,3 +166,11 @@ def shares_cores(algo: PPOConfig) -> bool:
     network = algo.network
     widest = max((*network.hidden, network.recurrent_size if network.recurrent else 0), default=64)
     return widest >= 128 and algo.minibatch_size * widest * widest >= 2 ** 22
+
+
+def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
+    """A UsageError unless PPO can act in these spaces."""
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise UsageError(f"PPO takes Box observations; this environment's are {obs_space}")
+    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.Box):
+        raise UsageError(f"PPO takes Discrete, MultiDiscrete or Box actions; this environment's are {action_space}")

@@ -1,5 +1,5 @@
 """PPO's learning rate over training: constant, linear to zero, or adapted to how far each step moved the
-policy (rl_games' adaptive KL rule), the lead's where several processes learn."""
+policy (rl_games' adaptive KL rule), the lead's where several processes learn; and its clip range."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
     if kl < 0.5 * target:
         return min(lr * 1.5, MAX_LR)
     return lr
+
+
+def clip_range(cfg: PPOConfig, progress: float) -> float:
+    """The surrogate's clip range with ``progress`` (the fraction of training done) through training."""
+    return cfg.clip_range * (max(1.0 - progress, 0.0) if cfg.clip_range_schedule == "linear" else 1.0)
 
 
 class LearningRate:
