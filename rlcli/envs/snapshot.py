@@ -96,7 +96,7 @@ def restore(vector: gym.vector.VectorEnv, snapshot: Snapshot) -> None:
 
 
 def _envs(vector: gym.vector.VectorEnv) -> list[gym.Env]:
-    return list(getattr(vector, "envs", ()))
+    return list(vector.envs) if isinstance(vector, gym.vector.SyncVectorEnv) else []
 
 
 def _chain(env: gym.Env) -> list[Any]:
