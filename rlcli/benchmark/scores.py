@@ -144,7 +144,7 @@ def random_multiagent_return(env_id: str, episodes: int = 100, seed: int = 0) ->
     if isinstance(env, TurnBasedEnv):
         env.opponents = FixedOpponents(fixed_opponent("scripted" if env.game else "random", env.game,
                                                       env.obs_layout, seed + 1))
-        mover = RandomOpponent(env.obs_layout, seed)  # type: ignore[arg-type]
+        mover = RandomOpponent(env.obs_layout, seed)
         draw = mover.act
     elif env.obs_layout is not None and env.obs_layout.groups:  # each agent within its own group's actions
         rng = np.random.default_rng(seed)

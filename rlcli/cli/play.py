@@ -52,6 +52,7 @@ def play(
     for i, (ret, length) in enumerate(zip(played.result.returns, played.result.lengths, strict=True), 1):
         typer.echo(f"episode {i}: return {ret:.2f}, length {length}")
     if video is not None:
+        assert played.fps is not None  # rendered off-screen: it has a rate
         write_mp4(video, played.frames, played.fps)
         typer.echo(f"wrote {video} ({len(played.frames)} frames, {played.fps} fps)")
 

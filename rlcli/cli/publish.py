@@ -73,8 +73,9 @@ def format_tree(root: Path, files: list[tuple[str, int]]) -> str:
 
 
 def human_size(n: int) -> str:
+    scaled: float = n
     for unit in ("B", "kB", "MB"):
-        if n < 1000 or unit == "MB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n:.1f} GB"
+        if scaled < 1000 or unit == "MB":
+            return f"{n:,} {unit}" if unit == "B" else f"{scaled:.1f} {unit}"
+        scaled /= 1000
+    return f"{scaled:.1f} GB"

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlcli.envs.base import ManyAgentEnv, SavableEnv, StepResult, TurnBasedEnv, VecEnv, agents_per_env
+from rlcli.envs.base import (
+    ManyAgentEnv,
+    RenderedEnv,
+    SavableEnv,
+    StepResult,
+    TurnBasedEnv,
+    TurnBasedVecEnv,
+    VecEnv,
+    agents_per_env,
+)
 from rlcli.envs.registry import (
     env_group,
     envpool_name,
@@ -12,14 +21,15 @@ from rlcli.envs.registry import (
     import_env_module,
     missing_extra_message,
     resolve_backend,
+    unknown_env_message,
 )
 from rlcli.errors import UsageError
 
 if TYPE_CHECKING:
     from rlcli.config import MultiAgentConfig
 
-__all__ = ["ManyAgentEnv", "SavableEnv", "StepResult", "TurnBasedEnv", "VecEnv", "agents_per_env", "env_group",
-           "import_env_module", "make_vec_env"]
+__all__ = ["ManyAgentEnv", "RenderedEnv", "SavableEnv", "StepResult", "TurnBasedEnv", "TurnBasedVecEnv", "VecEnv",
+           "agents_per_env", "env_group", "import_env_module", "make_vec_env"]
 
 
 def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
@@ -40,17 +50,18 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     if chosen == "envpool":
         from rlcli.envs.envpool_backend import EnvpoolVecEnv
 
-        return EnvpoolVecEnv(envpool_name(env_id), num_envs, seed, atari, kwargs,
-                             num_threads=threads or 0)  # type: ignore[arg-type]
+        name = envpool_name(env_id)
+        assert name is not None  # resolve_backend chose envpool for having the task
+        return EnvpoolVecEnv(name, num_envs, seed, atari, kwargs, num_threads=threads or 0)
     import gymnasium as gym
 
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
 
     gym_id = gymnasium_name(env_id)
-    if gym_id is None:
-        resolve_backend(env_id, "gymnasium")  # raises the unknown-env message
+    if gym_id is None:  # an id envpool alone has, made for rendering
+        raise UsageError(unknown_env_message(env_id))
     try:
-        return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)  # type: ignore[arg-type]
+        return GymnasiumVecEnv(gym_id, num_envs, seed, atari, kwargs, render_mode)
     except gym.error.DependencyNotInstalled as e:
         group = env_group(env_id)
         if group in ("mujoco", "atari"):

@@ -29,13 +29,25 @@ class StepResult(NamedTuple):
 
 
 class VecEnv(Protocol):
-    num_envs: int
-    single_observation_space: gym.Space
-    single_action_space: gym.Space
-    backend: str
-    # the columns of a Dict observation's keys and of an action mask in the flat observations the env
-    # returns (its single_observation_space is then that flat Box); None for a Box env without a mask
-    obs_layout: ObsLayout | None
+    # read-only properties, which the loops only read: a backend may hold narrower types (a flat Box, a
+    # game's layout that is never None) as plain attributes
+    @property
+    def num_envs(self) -> int: ...
+
+    @property
+    def single_observation_space(self) -> gym.Space: ...
+
+    @property
+    def single_action_space(self) -> gym.Space: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def obs_layout(self) -> ObsLayout | None:
+        """The columns of a Dict observation's keys and of an action mask in the flat observations the env
+        returns (its single_observation_space is then that flat Box); None for a Box env without a mask."""
+        ...
 
     def reset(self) -> np.ndarray:
         """First observations, [n_envs, *obs_shape]."""
@@ -50,6 +62,14 @@ class VecEnv(Protocol):
 
     def step_wait(self) -> StepResult: ...
 
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SavableEnv(Protocol):
+    """An env whose state mid-episode a checkpoint can hold (gymnasium's and envpool's backends; not
+    PettingZoo's), so that a resumed run continues exactly."""
+
     def state(self) -> Snapshot:
         """Every env's state mid-episode, between two steps, for a checkpoint that resumes exactly; raises
         EnvStateUnreadable, saying why, where it cannot be read (envpool's)."""
@@ -59,17 +79,19 @@ class VecEnv(Protocol):
         """Sets the envs to a ``state()``; EnvStateUnreadable, before changing anything, where it does not fit."""
         ...
 
-    def close(self) -> None: ...
-
 
 @runtime_checkable
-class SavableEnv(Protocol):
-    """An env whose state mid-episode a checkpoint can hold (gymnasium's and envpool's backends; not
-    PettingZoo's), so that a resumed run continues exactly."""
+class RenderedEnv(Protocol):
+    """An env made with a ``render_mode`` (gymnasium's and PettingZoo's backends; envpool's renders nothing)."""
 
-    def state(self) -> Snapshot: ...
+    def render(self) -> np.ndarray:
+        """The first env's frame (RGB)."""
+        ...
 
-    def load_state(self, snapshot: Snapshot) -> None: ...
+    @property
+    def render_fps(self) -> int:
+        """Frames per second of one agent step, for videos in real time."""
+        ...
 
 
 @runtime_checkable
@@ -91,6 +113,12 @@ class TurnBasedEnv(Protocol):
     players: list[str]
     seat: int | None
     opponents: Any
+    obs_layout: ObsLayout
+
+
+class TurnBasedVecEnv(VecEnv, TurnBasedEnv, Protocol):
+    """A vector env that is a turn-based game (``TurnVecEnv``): what code that both plays and seats a game takes."""
+
     obs_layout: ObsLayout
 
 

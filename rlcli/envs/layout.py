@@ -139,7 +139,16 @@ def action_nvec(action_space: gym.Space) -> list[int]:
     """Actions per dimension of a Discrete or MultiDiscrete space."""
     if isinstance(action_space, gym.spaces.Discrete):
         return [int(action_space.n)]
-    return [int(n) for n in action_space.nvec]  # type: ignore[attr-defined]
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return [int(n) for n in action_space.nvec]
+    raise TypeError(f"{action_space} has no discrete actions")
+
+
+def n_actions(action_space: gym.Space) -> int:
+    """Actions of a Discrete space (what Q networks and shared multi-agent spaces act in)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise TypeError(f"{action_space} is not a Discrete space")
+    return int(action_space.n)
 
 
 def flat_space(layout: ObsLayout) -> gym.spaces.Box:

@@ -90,9 +90,10 @@ class CartPoleNoVelVector(gym.vector.VectorEnv):
     def _start(self, rows: np.ndarray, low: float = -0.05, high: float = 0.05) -> None:
         """New episodes in ``rows`` (indices), each drawn from its env's generator."""
         for i in rows:
-            if self.generators[i] is None:  # as gymnasium's Env.np_random: from entropy where never seeded
-                self.generators[i] = seeding.np_random()[0]
-            self.state[i] = self.generators[i].uniform(low=low, high=high, size=(4,))  # type: ignore[union-attr]
+            generator = self.generators[i]
+            if generator is None:  # as gymnasium's Env.np_random: from entropy where never seeded
+                generator = self.generators[i] = seeding.np_random()[0]
+            self.state[i] = generator.uniform(low=low, high=high, size=(4,))
         self.elapsed[rows] = 0
         self.ended[rows] = False
 

@@ -19,7 +19,7 @@ def make_pettingzoo_env(env_id: str, num_envs: int, seed: int, kwargs: dict[str,
     module = pettingzoo_module(env_id)
     kind = TurnVecEnv if is_turn_based(env_id) else ParallelVecEnv
     try:
-        return kind(env_id, module, num_envs, seed, kwargs, cfg or MultiAgentConfig(), render_mode)  # type: ignore[return-value]
+        return kind(env_id, module, num_envs, seed, kwargs, cfg or MultiAgentConfig(), render_mode)
     except UsageError:
         raise
     except Exception as e:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rlcli.config import NetworkConfig
-from rlcli.envs.layout import GROUP_KEY, PRIVILEGED_KEY, ObsLayout
+from rlcli.envs.layout import GROUP_KEY, PRIVILEGED_KEY, ObsLayout, n_actions
 from rlcli.errors import UsageError
 from rlcli.nets.models import MASKED_LOGIT, ActorCritic, PolicySample
 
@@ -32,7 +32,7 @@ class GroupedActorCritic(nn.Module):
         if cfg.actor_keys is not None or cfg.critic_keys is not None or cfg.trunk != "mlp":
             raise UsageError("agents of different spaces each get an MLP policy reading their own observation "
                              "(and the state, for the critic): drop network.actor_keys, critic_keys and trunk")
-        self.layout, self.nvec = layout, [int(action_space.n)]  # type: ignore[attr-defined]
+        self.layout, self.nvec = layout, [n_actions(action_space)]
         self.mask_columns = None  # each group's network masks its own logits
         extra = [key for key in ("agent_id",) if key in layout.keys]
         critic_extra = [key for key in (PRIVILEGED_KEY,) if key in layout.keys]
@@ -97,8 +97,8 @@ class GroupedActorCritic(nn.Module):
         """(log_probs, entropy, values) of given actions, each row under its group's network."""
         parts = [(index, net.evaluate(obs.index_select(0, index), actions.index_select(0, index)))
                  for index, net in zip(self._rows(obs), self.groups, strict=True)]
-        return tuple(self._scatter([(i, out[k]) for i, out in parts], len(obs))  # type: ignore[return-value]
-                     for k in range(3))
+        log_probs, entropy, values = (self._scatter([(i, out[k]) for i, out in parts], len(obs)) for k in range(3))
+        return log_probs, entropy, values
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions.squeeze(-1)

@@ -50,7 +50,8 @@ class Memory(nn.Module):
             if self.lstm:
                 h, c = lstm_cell(gates_x, state[..., :self.size], state[..., self.size:], w_hh_t)
                 return h, torch.cat([h, c], -1)
-            h = gru_cell(gates_x, state, w_hh_t, self.b_hh[:m].unsqueeze(1))  # type: ignore[index]
+            assert self.b_hh is not None  # set for a GRU: an LSTM's two biases are one, b_ih
+            h = gru_cell(gates_x, state, w_hh_t, self.b_hh[:m].unsqueeze(1))
             return h, h
 
     def replay(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
@@ -104,7 +105,7 @@ class RecurrentActorCritic(ActorCritic):
         next_state = next_state.transpose(0, 1).reshape(state.shape[0], -1)
         return out[0], (out[-1] if critic else None), next_state, x
 
-    def sample(self, obs: torch.Tensor, deterministic: bool = False,  # type: ignore[override]
+    def sample(self, obs: torch.Tensor, deterministic: bool = False,
                state: torch.Tensor | None = None) -> PolicySample:
         """Actions, their log-probabilities, the state values (as ``critic_input``: the critic runs here,
         since its memory moves with the step) and the next state."""
@@ -117,7 +118,7 @@ class RecurrentActorCritic(ActorCritic):
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         return sample.critic_input
 
-    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         assert state is not None
         critic = self._step(obs, state, critic=True)[1]
         return full_precision(self.critic_head, critic).squeeze(-1)

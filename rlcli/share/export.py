@@ -35,6 +35,7 @@ from rlcli.envs import env_group
 from rlcli.envs.atari import MAX_EPISODE_STEPS
 from rlcli.envs.envpool_backend import atari_opts
 from rlcli.errors import UsageError
+from rlcli.nets.models import ActorCritic
 from rlcli.runs import checkpoint
 from rlcli.runs.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
 from rlcli.training.agents import agent_from_run, make_env, resolve_device
@@ -119,8 +120,10 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     module = policy_module(agent)
     recurrent = bool(getattr(module, "state_size", 0))
     layout = getattr(getattr(module, "net", None), "layout", None)
-    file_module = module if layout is None else ActorInputs(module)
-    split = (lambda rows: (rows,)) if layout is None else file_module.split  # type: ignore[union-attr]
+    actor_inputs = None if layout is None else ActorInputs(module)
+    file_module = module if actor_inputs is None else actor_inputs
+    split: Callable[[np.ndarray], tuple[np.ndarray, ...]] = (
+        (lambda rows: (rows,)) if actor_inputs is None else actor_inputs.split)
     staging = out.with_name(f".{out.name}.partial")
     try:
         first = episodes.obs[0, :2]  # two rows: a batch of one could be specialised
@@ -146,8 +149,8 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, n_checked, best)
-    if layout is not None:  # the obs input's keys and the mask, then the state as _spec describes it
-        described = file_module.describe()  # type: ignore[union-attr]
+    if actor_inputs is not None:  # the obs input's keys and the mask, then the state as _spec describes it
+        described = actor_inputs.describe()
         spec.update({**described, "inputs": described["inputs"] + spec["inputs"][1:]})
     spec["preprocessing"] = preprocessing(loaded.cfg, backend)
     checkpoint.write_json(spec_path, spec)
@@ -185,7 +188,9 @@ class ActorInputs(nn.Module):
     def __init__(self, policy: nn.Module) -> None:
         super().__init__()
         self.policy = policy
-        net = policy.net  # type: ignore[attr-defined]
+        net = policy.net
+        # a PPO policy's network, which export_policy wraps where it reads a layout
+        assert isinstance(net, ActorCritic) and net.layout is not None
         self.layout, self.actor_keys = net.layout, net.actor_keys
         self.masked = net.layout.mask_key is not None
         self.state_size = getattr(policy, "state_size", 0)  # a recurrent policy's: its state in and out
@@ -215,17 +220,19 @@ class ActorInputs(nn.Module):
     def split(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """Flat observations as the file's inputs: (actor's keys[, mask])."""
         obs = rows[:, self.layout.columns(self.actor_keys)]
-        if not self.masked:
+        mask_key = self.layout.mask_key
+        if mask_key is None:
             return (obs,)
-        return obs, rows[:, self.layout.span(self.layout.mask_key)] > 0.5  # type: ignore[arg-type]
+        return obs, rows[:, self.layout.span(mask_key)] > 0.5
 
     def describe(self) -> dict[str, Any]:
         """The spec's entries for the inputs: each of the obs input's keys and its columns, the mask's."""
         widths = dict(self.layout.fields)
         inputs = [{"name": INPUT, "dtype": "float32", "shape": [BATCH, sum(widths[k] for k in self.actor_keys)],
                    "keys": [{"key": k, "width": widths[k]} for k in self.actor_keys]}]
-        if self.masked:
-            inputs.append({"name": MASK_INPUT, "dtype": "bool", "shape": [BATCH, widths[self.layout.mask_key]],
+        mask_key = self.layout.mask_key
+        if mask_key is not None:
+            inputs.append({"name": MASK_INPUT, "dtype": "bool", "shape": [BATCH, widths[mask_key]],
                            "meaning": "true where the action may be taken; one entry per action of each "
                                       "dimension, dimensions one after another"})
         return {"inputs": inputs, "action_mask": "masked actions are never chosen" if self.masked else None}
@@ -452,9 +459,10 @@ def _describe_action_space(space: gym.Space, module: nn.Module) -> dict[str, Any
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {"type": "multidiscrete", "nvec": [int(n) for n in space.nvec],
                 "output": "argmax per dimension"}
+    assert isinstance(space, gym.spaces.Box), space  # the only other kind the networks act in
     # unbounded dimensions are null: JSON has no infinity
     bounds = {name: [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).ravel()]
-              for name, values in (("low", space.low), ("high", space.high))}  # type: ignore[attr-defined]
+              for name, values in (("low", space.low), ("high", space.high))}
     return {"type": "box", "shape": [int(d) for d in space.shape], **bounds, "output": module.continuous_output}
 
 

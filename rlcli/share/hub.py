@@ -138,7 +138,8 @@ def record_replay(run_dir: Path, path: Path, seed: int) -> int:
 
     render_off_screen()
     played = record_episodes(RunDir.open(run_dir), 1, seed, render_mode="rgb_array")
-    write_mp4(path, played.frames, played.fps)  # type: ignore[arg-type]  (rendered: it has a rate)
+    assert played.fps is not None  # rendered: it has a rate
+    write_mp4(path, played.frames, played.fps)
     return len(played.frames)
 
 

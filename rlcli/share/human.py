@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlcli.envs.layout import n_actions
+from rlcli.envs.turns import TurnVecEnv
 from rlcli.errors import UsageError
 from rlcli.runs.rundir import RunDir
 from rlcli.training.agents import agent_from_run, make_env, resolve_device
@@ -20,16 +22,17 @@ class HumanGame:
     """Games between a person in seat ``human_seat`` (0 moves first) and a saved agent."""
 
     def __init__(self, run: RunDir, human_seat: int, seed: int, deterministic: bool = True, best: bool = False):
-        self.vec = make_env(run.cfg, 1, seed)
-        if not hasattr(self.vec, "opponents"):
-            self.vec.close()
+        vec = make_env(run.cfg, 1, seed)
+        if not isinstance(vec, TurnVecEnv):
+            vec.close()
             raise UsageError(f"{run.cfg.env.id} is not a turn-based game; --human plays games only")
-        self.env = self.vec.envs[0]  # type: ignore[attr-defined]
+        self.vec = vec
+        self.env = self.vec.envs[0]
         self.players = list(self.env.possible_agents)
         if not 0 <= human_seat < len(self.players):
             self.vec.close()
             raise UsageError(f"--seat {human_seat + 1}: this game has seats 1 to {len(self.players)}")
-        self.game = self.vec.game  # type: ignore[attr-defined]
+        self.game = self.vec.game
         self.layout = self.vec.obs_layout
         self.policy = agent_from_run(run, self.vec, resolve_device("cpu"), best).policy(deterministic)
         self.human = self.players[human_seat]
@@ -55,13 +58,13 @@ class HumanGame:
         return not self.over and self.env.agent_selection == self.human
 
     def _row(self, agent: str) -> np.ndarray:
-        return self.vec._observe(self.env, agent)  # type: ignore[attr-defined]
+        return self.vec._observe(self.env, agent)
 
     def legal_moves(self) -> list[int]:
         """The actions the person may take now."""
         row = self._row(self.human)
         if self.layout is None or self.layout.mask_key is None:
-            return list(range(int(self.vec.single_action_space.n)))  # type: ignore[attr-defined]
+            return list(range(n_actions(self.vec.single_action_space)))
         return [int(a) for a in np.flatnonzero(row[self.layout.span(self.layout.mask_key)] > 0.5)]
 
     def move_name(self, action: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 import torch
@@ -12,7 +12,7 @@ from torch import nn
 
 from rlcli.algos.base import Agent
 from rlcli.config import RunConfig
-from rlcli.envs import ManyAgentEnv, TurnBasedEnv, VecEnv, agents_per_env
+from rlcli.envs import ManyAgentEnv, RenderedEnv, TurnBasedEnv, TurnBasedVecEnv, VecEnv, agents_per_env
 from rlcli.envs.seats import FixedOpponents, Opponent
 from rlcli.errors import UsageError
 from rlcli.runs.rundir import RunDir
@@ -130,12 +130,12 @@ class GameResult(NamedTuple):
 SEATS = ("first", "second", "third", "fourth")
 
 
-def is_game(env: VecEnv) -> bool:
+def is_game(env: VecEnv) -> TypeGuard[TurnBasedVecEnv]:
     """Whether ``env`` is a turn-based game played against opponents (``rlcli.envs.turns``)."""
     return isinstance(env, TurnBasedEnv)
 
 
-def evaluate_game(agent: Agent, env: TurnBasedEnv, opponent: Opponent, games: int, deterministic: bool = True
+def evaluate_game(agent: Agent, env: TurnBasedVecEnv, opponent: Opponent, games: int, deterministic: bool = True
                   ) -> GameResult:
     """``games`` games against ``opponent`` from each seat of the turn-based game ``env``; the env's own
     opponents and seating are restored after."""
@@ -145,7 +145,7 @@ def evaluate_game(agent: Agent, env: TurnBasedEnv, opponent: Opponent, games: in
         seats = []
         for seat in range(len(env.players)):
             env.seat = seat
-            seats.append(evaluate(agent, env, games, deterministic))  # type: ignore[arg-type]
+            seats.append(evaluate(agent, env, games, deterministic))
     finally:
         env.opponents, env.seat = saved
     return GameResult(opponent.name, seats)
@@ -160,14 +160,14 @@ def eval_opponents(cfg: RunConfig, env: TurnBasedEnv, seed: int, names: Sequence
     return [fixed_opponent(name, game, env.obs_layout, seed + i) for i, name in enumerate(chosen)]
 
 
-def game_opponent(env: TurnBasedEnv, opponent: str | RunDir, seed: int) -> Opponent:
+def game_opponent(env: TurnBasedVecEnv, opponent: str | RunDir, seed: int) -> Opponent:
     """The opponent named on a command line (random, scripted, or a run of the same game playing its
     deterministic policy) for the turn-based game ``env``."""
     if not isinstance(opponent, RunDir):
         return fixed_opponent(opponent, env.game, env.obs_layout, seed)
     if opponent.cfg.env.id != env.env_id:
         raise UsageError(f"--opponent {opponent.path} plays {opponent.cfg.env.id}, not {env.env_id}")
-    other = agent_from_run(opponent, env, resolve_device("cpu"))  # type: ignore[arg-type]
+    other = agent_from_run(opponent, env, resolve_device("cpu"))
     return PolicyOpponent(str(opponent.path), other.policy(deterministic=True))
 
 
@@ -212,6 +212,12 @@ def render_off_screen() -> None:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
+def rendered(env: VecEnv) -> RenderedEnv:
+    """``env``, made with a render_mode, as the screen it renders to."""
+    assert isinstance(env, RenderedEnv), "a render_mode makes gymnasium's or PettingZoo's backend, which render"
+    return env
+
+
 def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: bool = True,
                     num_envs: int = 1, render_mode: str | None = None, best: bool = False,
                     opponent: str | RunDir | None = None) -> Recording:
@@ -230,9 +236,11 @@ def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: boo
             if not is_game(env):
                 raise UsageError(f"{run.cfg.env.id} is not a turn-based game: --opponent plays games only")
             env.opponents = FixedOpponents(game_opponent(env, opponent, seed + 1))
-        on_frame = (lambda: frames.append(env.render())) if render_mode == "rgb_array" else None  # type: ignore[attr-defined]
+        screen = rendered(env) if render_mode is not None else None
+        on_frame = ((lambda: frames.append(screen.render()))
+                    if screen is not None and render_mode == "rgb_array" else None)
         result = evaluate(agent, env, episodes, deterministic, on_frame=on_frame)
-        fps = env.render_fps if render_mode is not None else None  # type: ignore[attr-defined]
+        fps = screen.render_fps if screen is not None else None
     finally:
         env.close()
     return Recording(result, frames, fps)

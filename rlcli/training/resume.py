@@ -68,6 +68,8 @@ def capture(env: VecEnv, learner: Learner, bookkeeping: dict[str, Any], generato
 def restore(snapshot: Snapshot, env: VecEnv, learner: Learner) -> dict[str, Any]:
     """Sets the envs, the learner and the random generators to a ``capture``; returns training's bookkeeping.
     Raises EnvStateUnreadable, before changing anything, where the envs are not those it was captured from."""
+    if not isinstance(env, SavableEnv):  # ``capture`` saves none from such a backend
+        raise EnvStateUnreadable(f"the {env.backend} backend cannot load its envs' state")
     env.load_state(snapshot.part("env"))
     learner.load_live_state(snapshot.part("learner"))
     load_random_state(snapshot.part("random"))

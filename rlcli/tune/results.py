@@ -52,8 +52,8 @@ def summarize(spec: TuneSpec, study: Any, write: bool = False) -> Summary:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
-    complete = [r for r in rows if r.state == "complete" and r.value is not None]
-    best = max(complete, key=lambda r: r.value) if complete else None  # type: ignore[arg-type, return-value]
+    scored = [(r.value, r) for r in rows if r.state == "complete" and r.value is not None]
+    best = max(scored, key=lambda pair: pair[0])[1] if scored else None
     best_yml = written = None
     if best is not None:
         trial = next(t for t in study.get_trials(deepcopy=False) if t.number == best.number)

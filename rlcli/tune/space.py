@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel
 
@@ -198,19 +198,24 @@ def _parse(algo: str, key: str, spec: Any, source: str) -> Param:
             raise UsageError(f"{where}: choices repeat a value")
         return Param(key, targets, "choice", choices=tuple(tuple(c) if isinstance(c, list) else c for c in choices))
     low, high = spec.get("low"), spec.get("high")
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)):
+    if not (_is_number(low) and _is_number(high)):
         raise UsageError(f"{where} needs numeric low and high, e.g. {{low: 1.0e-5, high: 1.0e-3, log: true}} "
                          "(write floats with a dot: 1.0e-5)")
-    if not low < high:  # type: ignore[operator]
+    if not low < high:
         raise UsageError(f"{where}: low ({low}) must be below high ({high})")
     log, one_minus = bool(spec.get("log", False)), bool(spec.get("one_minus", False))
-    if log and low <= 0:  # type: ignore[operator]
+    if log and low <= 0:
         raise UsageError(f"{where}: a log-scale range needs low > 0, got {low}")
-    if one_minus and not (0 <= low and high <= 1):  # type: ignore[operator]
+    if one_minus and not (0 <= low and high <= 1):
         raise UsageError(f"{where}: one_minus bounds are 1 - value and must lie in [0, 1], got [{low}, {high}]")
     kind: Literal["float", "int"] = "int" if isinstance(low, int) and isinstance(high, int) and not one_minus \
         else "float"
-    return Param(key, targets, kind, low=low, high=high, log=log, one_minus=one_minus)  # type: ignore[arg-type]
+    return Param(key, targets, kind, low=low, high=high, log=log, one_minus=one_minus)
+
+
+def _is_number(x: object) -> TypeGuard[int | float]:
+    """An int or a float as YAML gives one (a bool is an int to Python, not a bound to YAML)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _check_field(algo: str, dotted: str, source: str) -> None:

@@ -23,7 +23,8 @@ class ScriptedOpponent:
     def __init__(self, game: Game, layout: ObsLayout, seed: int) -> None:
         self.game, self.rng = game, np.random.default_rng(seed)
         self.observation = layout.span("observation")
-        self.mask = layout.span(layout.mask_key)  # type: ignore[arg-type]
+        assert layout.mask_key is not None  # fixed_opponent seats fixed players in masked games only
+        self.mask = layout.span(layout.mask_key)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         return np.array([self.game.scripted(self.game.board(row[self.observation]), row[self.mask] > 0.5, self.rng)

@@ -96,8 +96,9 @@ class OpponentPool:
 
     def opponent(self, key: Hashable) -> Opponent:
         if key in FIXED_PLAYERS:
-            return self.fixed[key]  # type: ignore[index]
-        member_id = int(key)  # type: ignore[call-overload]
+            return self.fixed[key]
+        assert isinstance(key, int)  # else a snapshot's id, as ``pick`` returns it
+        member_id = key
         if member_id not in self._live:
             policy = copy.deepcopy(self.template).cpu()
             policy.load_state_dict(self.weights.get(member_id) or self.retired[member_id])
@@ -112,7 +113,7 @@ class OpponentPool:
         score only)."""
         score = game_score(learner_return)
         if key in FIXED_PLAYERS:
-            self.recent_fixed[key].append(score)  # type: ignore[index]
+            self.recent_fixed[key].append(score)
             return
         self.recent.append(score)
         member = next((m for m in self.members if m.id == key), None)
