@@ -219,7 +219,7 @@ class RolloutCollector:
             if self.state is None:
                 sample = agent.sample(obs)
             else:
-                sample = self._sample_recurrent(t, obs)
+                sample = self._sample_recurrent(t, obs, self.state)
             env.step_async(agent.env_actions(sample.actions).cpu().numpy())
             result = None if self.overlap else env.step_wait()
             values = agent.value_of(sample)
@@ -247,11 +247,11 @@ class RolloutCollector:
             buf.values[-1] = agent.value(self.obs, self.state.masked_fill(self.starts.unsqueeze(-1), 0.0))
         return buf
 
-    def _sample_recurrent(self, t: int, obs: torch.Tensor) -> PolicySample:
-        """The policy's step from the carried state, zero where an episode starts; the state before a
+    def _sample_recurrent(self, t: int, obs: torch.Tensor, carried: torch.Tensor) -> PolicySample:
+        """The policy's step from the ``carried`` state, zero where an episode starts; the state before a
         rollout's first step and the starts are what its update replays from."""
         buf = self.buffer
-        state = self.state.masked_fill(self.starts.unsqueeze(-1), 0.0)  # type: ignore[union-attr]
+        state = carried.masked_fill(self.starts.unsqueeze(-1), 0.0)
         if t == 0:
             buf.state.copy_(state)
         buf.starts[t] = self.starts
@@ -268,13 +268,14 @@ class RolloutCollector:
         buf.dones[t] = done
 
 
-def replay_buffer(cfg: OffPolicyConfig, obs_shape: tuple[int, ...], action_dim: int, device: torch.device
-                  ) -> ReplayBuffer:
+def replay_buffer(cfg: OffPolicyConfig, obs_shape: tuple[int, ...], action_dim: int, device: torch.device,
+                  obs_dtype: torch.dtype = torch.float32) -> ReplayBuffer:
     """The replay ``cfg`` asks for: uniform or prioritised, with each row's discount where returns are n-step."""
     if cfg.prioritized:
-        return PrioritizedReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, discounts=cfg.n_step > 1,
-                                       alpha=cfg.priority_alpha, beta_start=cfg.priority_beta)
-    return ReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, discounts=cfg.n_step > 1)
+        return PrioritizedReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, obs_dtype,
+                                       discounts=cfg.n_step > 1, alpha=cfg.priority_alpha,
+                                       beta_start=cfg.priority_beta)
+    return ReplayBuffer(cfg.buffer_size, obs_shape, action_dim, device, obs_dtype, discounts=cfg.n_step > 1)
 
 
 class OffPolicyLearner:
@@ -284,12 +285,13 @@ class OffPolicyLearner:
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
         self.env, self.agent, self.cfg, self.device = env, agent, cfg, agent.device
-        space = env.single_action_space
-        self.buffer = replay_buffer(cfg, tuple(env.single_observation_space.shape), int(np.prod(space.shape)),
-                                    self.device)
+        space, obs_space = env.single_action_space, env.single_observation_space
+        # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32
+        obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
+        self.buffer = replay_buffer(cfg, tuple(obs_space.shape), int(np.prod(space.shape)), self.device, obs_dtype)
         self.nstep = None if cfg.n_step == 1 else NStepReturns(
-            cfg.n_step, cfg.gamma, env.num_envs, tuple(env.single_observation_space.shape),
-            int(np.prod(space.shape)), self.device)
+            cfg.n_step, cfg.gamma, env.num_envs, tuple(obs_space.shape), int(np.prod(space.shape)), self.device,
+            obs_dtype)
         self.space = space
         self.mask_columns = env.obs_layout.mask_columns() if env.obs_layout is not None else []
         self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
@@ -326,7 +328,7 @@ class OffPolicyLearner:
                                 torch.as_tensor(result.obs[rows], device=dev),
                                 torch.as_tensor(result.terminated[rows], device=dev))
             else:
-                stored = self._add_n_step(obs, actions, result, real)
+                stored = self._add_n_step(self.nstep, obs, actions, result, real)
                 stored_each[-1] = stored
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
@@ -345,16 +347,17 @@ class OffPolicyLearner:
         self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
 
-    def _add_n_step(self, obs: torch.Tensor, actions: np.ndarray, result: StepResult, real: np.ndarray) -> int:
-        """One vector step into the n-step accumulator, and the transitions it completes into the buffer;
-        returns how many."""
+    def _add_n_step(self, nstep: NStepReturns, obs: torch.Tensor, actions: np.ndarray, result: StepResult,
+                    real: np.ndarray) -> int:
+        """One vector step into the n-step accumulator ``nstep``, and the transitions it completes into the
+        buffer; returns how many."""
         dev, n = self.device, self.env.num_envs
         done = result.terminated | result.truncated
         done_t, real_t = (torch.as_tensor(x, device=dev) for x in (done, real))
-        out = self.nstep.push(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),  # type: ignore[union-attr]
-                              torch.as_tensor(result.reward, device=dev).float(),
-                              torch.as_tensor(result.obs, device=dev), torch.as_tensor(result.terminated, device=dev),
-                              done_t, real_t)
+        out = nstep.push(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),
+                         torch.as_tensor(result.reward, device=dev).float(),
+                         torch.as_tensor(result.obs, device=dev), torch.as_tensor(result.terminated, device=dev),
+                         done_t, real_t)
         if len(out.obs):
             self.buffer.add(*out)
         return len(out.obs)
@@ -368,7 +371,8 @@ class OffPolicyLearner:
                 allowed = np.asarray(self.obs)[:, self.mask_columns] > 0.5
                 return space.start + (self.rng.random((n, int(space.n))) * allowed).argmax(-1)
             return space.start + self.rng.integers(0, space.n, n)
-        low, high = space.low, space.high  # type: ignore[attr-defined]
+        assert isinstance(space, gym.spaces.Box), space  # off-policy algorithms act in Discrete or Box spaces
+        low, high = space.low, space.high
         return self.rng.uniform(low, high, (n, *low.shape)).astype(np.float32)
 
     def _check_env_output(self, first_row: int, stored_each: list[int], step: int) -> None:

@@ -15,21 +15,22 @@ from contextlib import AbstractContextManager
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.algos.compiling import compiled
-from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, check_q_spaces
+from rlcli.algos.dqn.config import check_raw_pixels
+from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, Trunk, check_q_spaces, check_trunk
 from rlcli.algos.dqn.targets import linear_epsilon
 from rlcli.algos.optim import adam, set_lr
 from rlcli.algos.ppo.minibatches import Minibatches
 from rlcli.algos.threads import ThreadPlan
 from rlcli.algos.world import SINGLE
 from rlcli.config import AlgoConfig, RunConfig, Schedule
+from rlcli.envs.layout import n_actions
 from rlcli.nets.models import PolicySample, training_precision
 from rlcli.nets.normalization import ObsNormalizer
 
@@ -63,8 +64,10 @@ class PQNConfig(AlgoConfig):
     """The chance of a uniform random action after the exploration phase."""
     exploration_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
     """The fraction of the budget over which epsilon falls linearly from its start to its end."""
+    trunk: Trunk = "mlp"
+    """The Q network's body: mlp for flat observations, cnn (the Nature CNN) for stacked uint8 frames."""
     hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (120, 84)
-    """Units of each layer of the Q network."""
+    """Units of each layer of the Q network (with the cnn trunk: the last is its dense layer's width)."""
     activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
     """The Q network's activation."""
     layer_norm: bool = True
@@ -73,6 +76,11 @@ class PQNConfig(AlgoConfig):
     """Observations standardised by running statistics (saved with the run)."""
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
     """Normalised observations clipped to +- this."""
+
+    @model_validator(mode="after")
+    def _cnn_takes_raw_pixels(self) -> PQNConfig:
+        check_raw_pixels(self.trunk, self.normalize_obs)
+        return self
 
 
 SEARCH_SPACE: dict[str, Any] = {
@@ -98,9 +106,10 @@ class PQN(nn.Module):
         super().__init__()
         self.check_spaces(obs_space, action_space)
         self.cfg, self.device = cfg, device
-        self.n_actions = int(action_space.n)  # type: ignore[attr-defined]
-        self.q = QNetwork(int(np.prod(obs_space.shape)), self.n_actions, cfg.hidden, cfg.activation, dueling=False,
-                          layer_norm=cfg.layer_norm)
+        self.n_actions = n_actions(action_space)
+        check_trunk("PQN", cfg.trunk, tuple(obs_space.shape))
+        self.q = QNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation, dueling=False,
+                          layer_norm=cfg.layer_norm, trunk=cfg.trunk)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
         self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
@@ -139,7 +148,8 @@ class PQN(nn.Module):
         return linear_epsilon(self.env_steps, self.cfg)
 
     def new_rollout(self, n_envs: int) -> RolloutBuffer:
-        return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape), torch.float32, (),
+        obs_dtype = torch.uint8 if self.q.pixels else torch.float32  # frames stay bytes: a quarter the memory
+        return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape), obs_dtype, (),
                              torch.long, self.device)
 
     def initial_state(self, n_envs: int) -> None:

@@ -38,7 +38,7 @@ def test_epsilon_falls_in_a_line_over_the_exploration_fraction_then_stays(step, 
 
 
 def test_dueling_head_is_value_plus_advantage_minus_its_mean():
-    net = QNetwork(2, 3, (4,), "relu", dueling=True)
+    net = QNetwork((2,), 3, (4,), "relu", dueling=True)
     obs = torch.randn(5, 2)
     features = net.trunk(obs)
     value, advantage = net.value(features), net.advantage(features)
@@ -128,7 +128,7 @@ def test_the_c51_projection_moves_each_atom_by_the_bellman_operator_and_splits_i
 
 def test_a_distributional_q_value_is_its_distributions_mean():
     torch.manual_seed(0)
-    net = QNetwork(4, 3, (8,), "relu", dueling=True, atoms=5, v_min=-2.0, v_max=2.0)
+    net = QNetwork((4,), 3, (8,), "relu", dueling=True, atoms=5, v_min=-2.0, v_max=2.0)
     obs = torch.randn(6, 4)
     logits = net.logits(obs)
     assert logits.shape == (6, 3, 5)
@@ -183,3 +183,43 @@ def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_o
     q = agent.q(agent.obs_norm(obs))[:, 0].detach()
     torch.testing.assert_close(errors, (q - expected_after).abs())
     assert torch.equal(expected, expected_after)  # the first action's value, untouched by the masked ones' bias
+
+
+def test_the_cnn_trunk_reads_frames_as_the_nature_network_does():
+    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    net = QNetwork((4, 84, 84), 6, (512,), "relu", dueling=False, trunk="cnn", layer_norm=True)
+    # (84 - 8) / 4 + 1 = 20, (20 - 4) / 2 + 1 = 9, (9 - 3) / 1 + 1 = 7: PQN's LayerNorm after each layer
+    assert [tuple(m.normalized_shape) for m in net.trunk if isinstance(m, torch.nn.LayerNorm)] == [
+        (32, 20, 20), (64, 9, 9), (64, 7, 7), (512,)]
+    assert [m.in_features for m in net.trunk if isinstance(m, torch.nn.Linear)] == [64 * 7 * 7]
+    assert net(frames.float()).shape == (2, 6)
+    # frames are scaled by 1/255 inside: the network's own trunk on [0, 1] pixels gives the same values
+    features = net.trunk(frames.float() / 255.0)
+    assert torch.allclose(net(frames.float()), net.advantage(features), atol=1e-6)
+
+
+def test_the_trunk_must_fit_the_observations(tmp_path):
+    assert "add -p trunk=cnn" in refused(tmp_path, ["Breakout-v5", "--algo", "dqn", "-p", "trunk=mlp"])
+    assert "drop -p trunk=cnn" in refused(tmp_path, ["CartPole-v1", "--algo", "dqn", "-p", "trunk=cnn"])
+    assert "normalize_obs must be false with the cnn trunk" in refused(
+        tmp_path, ["Breakout-v5", "--algo", "pqn", "-p", "normalize_obs=true"])
+
+
+def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from rlcli.algos import resolve
+    from rlcli.algos.threads import ThreadPlan
+    from rlcli.training.agents import build_agent, build_learner, make_env
+
+    cfg = resolve("dqn", "Breakout-v5", overrides={"buffer_size": 1000, "n_envs": 2})
+    env = make_env(cfg, 2, 0)
+    try:
+        learner = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 1))
+        assert learner.buffer.obs.dtype == learner.buffer.next_obs.dtype == torch.uint8
+        # each transition holds its observation and the next one: 2 x 4 x 84 x 84 bytes
+        assert (learner.buffer.obs.nbytes + learner.buffer.next_obs.nbytes) // 1000 == 2 * 4 * 84 * 84
+    finally:
+        env.close()
+    exported = train_evaluate_export(tmp_path, ["Breakout-v5", "--algo", "dqn", "--steps", "600", "-p",
+                                                "learning_starts=300", "-p", "buffer_size=1000", "--threads", "1"])
+    assert "max |Δaction| = 0" in exported

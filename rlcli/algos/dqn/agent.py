@@ -14,7 +14,6 @@ import copy
 from contextlib import AbstractContextManager
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -22,12 +21,12 @@ from torch import nn
 from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.dqn.config import DQNConfig
-from rlcli.algos.dqn.networks import ActionMask, GreedyPolicy, QNetwork, check_q_spaces
+from rlcli.algos.dqn.networks import ActionMask, GreedyPolicy, QNetwork, check_q_spaces, check_trunk
 from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
 from rlcli.algos.optim import adam
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
-from rlcli.envs.layout import ObsLayout
+from rlcli.envs.layout import ObsLayout, n_actions
 from rlcli.errors import UsageError
 from rlcli.nets.models import training_precision
 from rlcli.nets.normalization import ObsNormalizer
@@ -49,9 +48,10 @@ class DQN(nn.Module):
         if obs_layout is not None and obs_layout.groups:
             raise UsageError("DQN learns one policy; agents of different spaces need --algo ppo")
         self.cfg, self.device = cfg, device
-        self.n_actions = int(action_space.n)  # type: ignore[attr-defined]
-        self.q = QNetwork(int(np.prod(obs_space.shape)), self.n_actions, cfg.hidden, cfg.activation, cfg.dueling,
-                          cfg.atoms, cfg.v_min, cfg.v_max, cfg.noisy, cfg.noisy_std)
+        self.n_actions = n_actions(action_space)
+        check_trunk("DQN", cfg.trunk, tuple(obs_space.shape))
+        self.q = QNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation, cfg.dueling,
+                          cfg.atoms, cfg.v_min, cfg.v_max, cfg.noisy, cfg.noisy_std, trunk=cfg.trunk)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         # an action mask's columns of the observation: the network reads them as flags, and no value of a
         # masked action is acted on or bootstrapped from

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from rlcli.algos.dqn.networks import Trunk
 from rlcli.algos.offpolicy import ReplayConfig
 from rlcli.algos.threads import ThreadPlan
 from rlcli.config import RunConfig
@@ -42,8 +43,10 @@ class DQNConfig(ReplayConfig):
     """The TD error's loss: Huber (smooth L1, as SB3 and the Nature paper) or squared."""
     max_grad_norm: Annotated[float, Field(gt=0)] | None = 10.0
     """Gradients clipped to this global norm; none: no clipping."""
+    trunk: Trunk = "mlp"
+    """The Q network's body: mlp for flat observations, cnn (the Nature CNN) for stacked uint8 frames."""
     hidden: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(min_length=1)] = (64, 64)
-    """Units of each layer of the Q network."""
+    """Units of each layer of the Q network (with the cnn trunk: the last is its dense layer's width)."""
     activation: Literal["tanh", "relu", "elu", "silu"] = "relu"
     """The Q network's activation."""
     atoms: Annotated[int, Field(gt=0)] = 1
@@ -65,7 +68,13 @@ class DQNConfig(ReplayConfig):
     def _atoms_span(self) -> DQNConfig:
         if self.atoms > 1 and not self.v_min < self.v_max:
             raise ValueError(f"v_min must be below v_max for distributional values (got {self.v_min}, {self.v_max})")
+        check_raw_pixels(self.trunk, self.normalize_obs)
         return self
+
+
+def check_raw_pixels(trunk: Trunk, normalize_obs: bool) -> None:
+    if trunk == "cnn" and normalize_obs:
+        raise ValueError("normalize_obs must be false with the cnn trunk, which scales pixels by 1/255")
 
 
 SEARCH_SPACE: dict[str, Any] = {

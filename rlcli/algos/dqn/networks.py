@@ -1,10 +1,11 @@
-"""DQN's networks: the Q network (an MLP trunk, then one head or dueling value and advantage heads, each
-action's value a number or a distribution over atoms), its noisy linear layers, and the greedy policy that
-evaluation, play and export run."""
+"""DQN's networks: the Q network (an MLP or Nature CNN trunk, then one head or dueling value and advantage
+heads, each action's value a number or a distribution over atoms), its noisy linear layers, and the greedy
+policy that evaluation, play and export run."""
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import gymnasium as gym
 import torch
@@ -14,14 +15,54 @@ from torch import nn
 from rlcli.errors import UsageError
 from rlcli.nets.models import ACTIVATIONS
 
+Trunk = Literal["mlp", "cnn"]
+NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (channels, kernel, stride): Mnih et al. 2015
+
 
 def check_q_spaces(algo: str, obs_space: gym.Space, action_space: gym.Space) -> None:
-    """A UsageError unless a Q network of ``algo`` can act here: Discrete actions, flat vector observations."""
+    """A UsageError unless a Q network of ``algo`` can act here: Discrete actions, flat vector observations
+    or stacked frames."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise UsageError(f"{algo} needs Discrete actions; this environment's are {action_space}. Use --algo ppo, "
                          "or --algo sac for continuous actions")
-    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-        raise UsageError(f"{algo} here takes flat vector observations; this environment's are {obs_space}")
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) not in (1, 3):
+        raise UsageError(f"{algo} takes flat vector observations or stacked frames; this environment's are "
+                         f"{obs_space}")
+
+
+def check_trunk(algo: str, trunk: Trunk, obs_shape: tuple[int, ...]) -> None:
+    """A UsageError unless ``trunk`` reads observations of this shape: the MLP flat vectors, the CNN frames."""
+    if trunk == "mlp" and len(obs_shape) == 3:
+        raise UsageError(f"{algo}'s mlp trunk takes flat vectors; this environment's observations are frames "
+                         f"{obs_shape}: add -p trunk=cnn (the atari group has it)")
+    if trunk == "cnn" and len(obs_shape) != 3:
+        raise UsageError(f"{algo}'s cnn trunk takes stacked frames [C, H, W]; this environment's observations "
+                         f"are {obs_shape}: drop -p trunk=cnn")
+
+
+def q_trunk(obs_shape: tuple[int, ...], trunk: Trunk, hidden: tuple[int, ...], activation: str,
+            layer_norm: bool) -> tuple[nn.Sequential, int]:
+    """The Q network's body and its width: an MLP over flat observations, or the Nature CNN over uint8 frames
+    scaled to [0, 1] (three convolutions, then one dense layer of ``hidden[-1]`` units, ReLU throughout).
+    ``layer_norm``: each layer normalised before its activation (PQN's networks, the CNN's too)."""
+    def normed(shape: tuple[int, ...] | int) -> list[nn.Module]:
+        return [nn.LayerNorm(shape)] if layer_norm else []
+
+    layers: list[nn.Module] = []
+    if trunk == "mlp":
+        width = int(math.prod(obs_shape))
+        for units in hidden:
+            layers += [nn.Linear(width, units), *normed(units), ACTIVATIONS[activation]()]
+            width = units
+        return nn.Sequential(*layers), width
+    x = torch.zeros(1, *obs_shape)
+    for channels, kernel, stride in NATURE_CONVS:
+        conv = nn.Conv2d(x.shape[1], channels, kernel, stride=stride)
+        with torch.no_grad():
+            x = conv(x)
+        layers += [conv, *normed(tuple(x.shape[1:])), nn.ReLU()]
+    layers += [nn.Flatten(), nn.Linear(x[0].numel(), hidden[-1]), *normed(hidden[-1]), nn.ReLU()]
+    return nn.Sequential(*layers), hidden[-1]
 
 
 class NoisyLinear(nn.Module):
@@ -63,19 +104,14 @@ class QNetwork(nn.Module):
     heads combined as V + A - mean(A). With ``atoms`` > 1 each action's head gives the logits of a return
     distribution on ``support`` (the dueling combination on the logits, as Rainbow does), and its value is
     that distribution's mean. ``noisy``: the heads are ``NoisyLinear``; ``layer_norm``: each hidden layer is
-    normalised before its activation (PQN's network)."""
+    normalised before its activation (PQN's network); ``trunk``: see ``q_trunk``."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], activation: str, dueling: bool,
-                 atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
-                 noisy_std: float = 0.5, layer_norm: bool = False) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, hidden: tuple[int, ...], activation: str,
+                 dueling: bool, atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
+                 noisy_std: float = 0.5, layer_norm: bool = False, trunk: Trunk = "mlp") -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for units in hidden:
-            layers += [nn.Linear(width, units), *([nn.LayerNorm(units)] if layer_norm else []),
-                       ACTIVATIONS[activation]()]
-            width = units
-        self.trunk = nn.Sequential(*layers)
+        self.trunk, width = q_trunk(obs_shape, trunk, hidden, activation, layer_norm)
+        self.pixels = trunk == "cnn"
         self.n_actions, self.atoms, self.dueling = n_actions, atoms, dueling
         layer = (lambda n_in, n_out: NoisyLinear(n_in, n_out, noisy_std)) if noisy else nn.Linear
         self.advantage = layer(width, n_actions * atoms)
@@ -85,7 +121,7 @@ class QNetwork(nn.Module):
 
     def logits(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
         """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution."""
-        features = self.trunk(obs)
+        features = self.trunk(obs / 255.0 if self.pixels else obs)
         advantage = _head(self.advantage, features, noise)
         if self.atoms > 1:
             advantage = advantage.unflatten(-1, (self.n_actions, self.atoms))
@@ -141,12 +177,12 @@ class GreedyPolicy(nn.Module):
     """Raw observations -> the action of the highest value: normalisation (frozen), then the Q network (its
     mean weights, where they are noisy); the agent's own modules, not copies."""
 
-    pixels = False
     continuous_output = ""
 
     def __init__(self, obs_norm: nn.Module, q: QNetwork, mask: ActionMask | None = None) -> None:
         super().__init__()
         self.obs_norm, self.q, self.mask = obs_norm, q, mask or ActionMask([])
+        self.pixels = q.pixels  # export: uint8 frames in, scaled inside
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         obs = obs.float()
