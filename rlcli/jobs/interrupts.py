@@ -31,6 +31,8 @@ def held(notice: Callable[[], None] | None = None) -> Iterator[None]:
 
     def hold(signum: int, frame: Any) -> None:
         nonlocal pending, passed
+        if isinstance(previous, IgnoredCtrlC) and not previous.terminated:
+            return  # Ctrl-C stays ignored (a `kill -INT` too): nothing to finish for, nothing to say
         if not pending:
             pending = True
             if notice is not None:
@@ -83,6 +85,19 @@ def not_noted() -> Iterator[Callable[[], bool]]:
     yield lambda: False
 
 
+class IgnoredCtrlC:
+    """SIG_IGN's stand-in for SIGINT while SIGTERM is handled as Ctrl-C in a process started with Ctrl-C
+    ignored, so that ``held`` holds a SIGTERM too: a SIGINT that a SIGTERM passed on raises, any other is
+    ignored."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.terminated:
+            raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def term_as_interrupt() -> Iterator[Callable[[], bool]]:
     """SIGTERM handled as Ctrl-C for the duration (a scheduler's or ``kill``'s stop saves as Ctrl-C does, and a
@@ -90,16 +105,12 @@ def term_as_interrupt() -> Iterator[Callable[[], bool]]:
     shell script's ``&``), where Ctrl-C stays ignored. A no-op off the main thread and in a supervised job
     (``rlcli.jobs.workers.JOB_VARIABLE``)."""
     seen = False
+    ctrl_c_ignored = IgnoredCtrlC()
 
     def forward(signum: int, frame: Any) -> None:
         nonlocal seen
-        seen = True
+        seen = ctrl_c_ignored.terminated = True
         signal.raise_signal(signal.SIGINT)
-
-    def ctrl_c_ignored(signum: int, frame: Any) -> None:
-        # SIG_IGN's stand-in, so that ``held`` holds a SIGTERM too: what reaches it is a SIGTERM passed on
-        if seen:
-            raise KeyboardInterrupt
 
     # a job of a supervisor (benchmark, tune) keeps SIGTERM's default: its supervisor turns stops into SIGINT
     # and sends SIGTERM only to end a job that did not stop

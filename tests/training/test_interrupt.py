@@ -97,6 +97,25 @@ def test_held_leaves_an_ignored_interrupt_ignored():
         signal.signal(signal.SIGINT, previous)
 
 
+def test_with_ctrl_c_ignored_only_a_sigterm_is_held_and_told(monkeypatch):
+    monkeypatch.delenv("RLCLI_SUPERVISED", raising=False)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell script's `rlcli train ... &`
+    told = []
+    try:
+        with interrupts.term_as_interrupt() as terminated:
+            with interrupts.held(lambda: told.append("held")):
+                signal.raise_signal(signal.SIGINT)  # a `kill -INT`: ignored, as Ctrl-C is, and not announced
+            assert told == [] and not terminated()
+            with pytest.raises(KeyboardInterrupt):
+                with interrupts.held(lambda: told.append("held")):
+                    signal.raise_signal(signal.SIGTERM)
+                    told.append("the block finished")
+            assert told == ["held", "the block finished"] and terminated()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_an_interrupt_inside_a_callback_lets_it_finish_then_stops_and_saves(tmp_path):
     """Callbacks (a study's storage writes, the progress display) and the metric writers run with
     Ctrl-C held: the callback the interrupt lands in finishes, the run then saves and stops."""
