@@ -11,12 +11,14 @@ import numpy as np
 import torch
 
 from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
+from rlcli.algos.frames import FrameReplayBuffer, stacked_frames
 from rlcli.algos.nstep import NStepReturns
 from rlcli.algos.prioritized import PRIORITIES, PrioritizedReplayBuffer
 from rlcli.algos.threads import ThreadPlan, torch_threads
 from rlcli.envs import ManyAgentEnv, StepResult, VecEnv, agents_per_env
-from rlcli.envs.faults import rollout_fault, transitions_fault
+from rlcli.envs.faults import NonFiniteEnvOutput, first_non_finite, rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
+from rlcli.errors import UsageError
 
 if TYPE_CHECKING:
     from rlcli.algos.base import Metrics, OffPolicyAgent, OnPolicyAgent
@@ -42,6 +44,7 @@ class OffPolicyConfig(Protocol):
     prioritized: bool
     priority_alpha: float
     priority_beta: float
+    frame_replay: bool
 
 
 @dataclass
@@ -288,8 +291,18 @@ class OffPolicyLearner:
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
-        self.buffer = replay_buffer(cfg, tuple(obs_space.shape), int(np.prod(space.shape)), self.device, obs_dtype)
-        self.nstep = None if cfg.n_step == 1 else NStepReturns(
+        self.buffer: ReplayBuffer | FrameReplayBuffer
+        self.frames = cfg.frame_replay and stacked_frames(tuple(obs_space.shape), obs_space.dtype)
+        if self.frames:
+            if cfg.prioritized:
+                raise UsageError("prioritized replay keeps whole stacks of frames: add -p frame_replay=false "
+                                 "(a 100k buffer of 4 x 84 x 84 frames then takes 5.6 GB)")
+            self.buffer = FrameReplayBuffer(cfg.buffer_size, tuple(obs_space.shape), env.num_envs,
+                                            int(np.prod(space.shape)), self.device, cfg.n_step, cfg.gamma)
+        else:
+            self.buffer = replay_buffer(cfg, tuple(obs_space.shape), int(np.prod(space.shape)), self.device,
+                                        obs_dtype)
+        self.nstep = None if cfg.n_step == 1 or self.frames else NStepReturns(
             cfg.n_step, cfg.gamma, env.num_envs, tuple(obs_space.shape), int(np.prod(space.shape)), self.device,
             obs_dtype)
         self.space = space
@@ -307,7 +320,9 @@ class OffPolicyLearner:
         n = env.num_envs
         means = MetricMeans()
         n_updates = taken = 0
-        first_row, stored_each = self.buffer.pos, []  # where this iteration's transitions lie
+        # where this iteration's transitions lie (the frame buffer finds them by step)
+        first_row = 0 if isinstance(self.buffer, FrameReplayBuffer) else self.buffer.pos
+        stored_each: list[int] = []
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
@@ -321,7 +336,13 @@ class OffPolicyLearner:
             rows = slice(None) if real.all() else np.flatnonzero(real)
             stored = int(real.sum())
             stored_each.append(stored)
-            if self.nstep is None:
+            if isinstance(self.buffer, FrameReplayBuffer):
+                done_t, real_t = (torch.as_tensor(x, device=dev) for x in (result.terminated | result.truncated, real))
+                self.buffer.add_step(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),
+                                     torch.as_tensor(result.reward, device=dev).float(),
+                                     torch.as_tensor(result.obs, device=dev),
+                                     torch.as_tensor(result.terminated, device=dev), done_t, real_t)
+            elif self.nstep is None:
                 # a Discrete space's actions as the buffer's one column
                 acted = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
                 self.buffer.add(obs[rows], acted, torch.as_tensor(result.reward[rows], device=dev),
@@ -379,6 +400,13 @@ class OffPolicyLearner:
         """Raises NonFiniteEnvOutput where a transition stored since ``first_row`` holds a NaN or an infinity
         (``stored_each``: the rows each env step stored; ``step``: the run's step before the first)."""
         buffer, n = self.buffer, self.env.num_envs
+        if isinstance(buffer, FrameReplayBuffer):  # frames are bytes, always finite: the rewards alone
+            kept = min(len(stored_each), buffer.slots - 1)
+            rewards, real = buffer.recent_rewards(kept)
+            at = first_non_finite(torch.where(real, rewards, 0.0))
+            if at is not None:
+                raise NonFiniteEnvOutput("reward", step + n * (len(stored_each) - kept + at[0] + 1))
+            return
         counts = torch.tensor(stored_each)
         ends = step + n * torch.arange(1, len(stored_each) + 1)
         steps = torch.repeat_interleave(ends, counts)[-buffer.capacity:]  # the oldest were overwritten

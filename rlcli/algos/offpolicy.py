@@ -42,6 +42,9 @@ class ReplayConfig(AlgoConfig):
     """How strongly priorities skew the draw (0: uniform)."""
     priority_beta: Annotated[float, Field(ge=0, le=1)] = 0.4
     """The importance-sampling exponent at the start; it rises linearly to 1 by the end of the run."""
+    frame_replay: bool = True
+    """Stacked uint8 frames (Atari) kept once each, the stacks rebuilt on sampling: 7 KB a 4 x 84 x 84
+    transition instead of 56 KB; false: whole stacks (what prioritised replay needs)."""
 
 
 class ActorCriticReplayConfig(ReplayConfig):

@@ -208,18 +208,23 @@ def test_the_trunk_must_fit_the_observations(tmp_path):
 def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_path):
     pytest.importorskip("onnxruntime")
     from rlcli.algos import resolve
+    from rlcli.algos.frames import FrameReplayBuffer
     from rlcli.algos.threads import ThreadPlan
     from rlcli.training.agents import build_agent, build_learner, make_env
 
-    cfg = resolve("dqn", "Breakout-v5", overrides={"buffer_size": 1000, "n_envs": 2})
-    env = make_env(cfg, 2, 0)
-    try:
-        learner = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 1))
-        assert learner.buffer.obs.dtype == learner.buffer.next_obs.dtype == torch.uint8
-        # each transition holds its observation and the next one: 2 x 4 x 84 x 84 bytes
-        assert (learner.buffer.obs.nbytes + learner.buffer.next_obs.nbytes) // 1000 == 2 * 4 * 84 * 84
-    finally:
-        env.close()
+    for frame_replay in (True, False):
+        cfg = resolve("dqn", "Breakout-v5", overrides={"buffer_size": 1000, "n_envs": 2, "frame_replay": frame_replay})
+        env = make_env(cfg, 2, 0)
+        try:
+            buffer = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 1)).buffer
+        finally:
+            env.close()
+        if frame_replay:  # each frame once: one 84 x 84 frame a transition, and a few bytes beside it
+            assert isinstance(buffer, FrameReplayBuffer) and buffer.frames.dtype == torch.uint8
+            assert buffer.bytes_per_transition < 84 * 84 + 64
+        else:  # each transition holds its observation and the next one: 2 x 4 x 84 x 84 bytes
+            assert buffer.obs.dtype == buffer.next_obs.dtype == torch.uint8
+            assert (buffer.obs.nbytes + buffer.next_obs.nbytes) // 1000 == 2 * 4 * 84 * 84
     exported = train_evaluate_export(tmp_path, ["Breakout-v5", "--algo", "dqn", "--steps", "600", "-p",
                                                 "learning_starts=300", "-p", "buffer_size=1000", "--threads", "1"])
     assert "max |Δaction| = 0" in exported
