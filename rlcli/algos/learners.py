@@ -11,14 +11,13 @@ import numpy as np
 import torch
 
 from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
-from rlcli.algos.frames import FrameReplayBuffer, stacked_frames
+from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer, stacked_frames
 from rlcli.algos.nstep import NStepReturns
 from rlcli.algos.prioritized import PRIORITIES, PrioritizedReplayBuffer
 from rlcli.algos.threads import ThreadPlan, torch_threads
 from rlcli.envs import ManyAgentEnv, StepResult, VecEnv, agents_per_env
 from rlcli.envs.faults import NonFiniteEnvOutput, first_non_finite, rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
-from rlcli.errors import UsageError
 
 if TYPE_CHECKING:
     from rlcli.algos.base import Metrics, OffPolicyAgent, OnPolicyAgent
@@ -294,11 +293,11 @@ class OffPolicyLearner:
         self.buffer: ReplayBuffer | FrameReplayBuffer
         self.frames = cfg.frame_replay and stacked_frames(tuple(obs_space.shape), obs_space.dtype)
         if self.frames:
-            if cfg.prioritized:
-                raise UsageError("prioritized replay keeps whole stacks of frames: add -p frame_replay=false "
-                                 "(a 100k buffer of 4 x 84 x 84 frames then takes 5.6 GB)")
-            self.buffer = FrameReplayBuffer(cfg.buffer_size, tuple(obs_space.shape), env.num_envs,
-                                            int(np.prod(space.shape)), self.device, cfg.n_step, cfg.gamma)
+            shape, action_dim = tuple(obs_space.shape), int(np.prod(space.shape))
+            self.buffer = PrioritizedFrameReplayBuffer(
+                cfg.buffer_size, shape, env.num_envs, action_dim, self.device, cfg.n_step, cfg.gamma,
+                cfg.priority_alpha, cfg.priority_beta) if cfg.prioritized else FrameReplayBuffer(
+                cfg.buffer_size, shape, env.num_envs, action_dim, self.device, cfg.n_step, cfg.gamma)
         else:
             self.buffer = replay_buffer(cfg, tuple(obs_space.shape), int(np.prod(space.shape)), self.device,
                                         obs_dtype)

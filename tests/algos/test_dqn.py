@@ -228,3 +228,13 @@ def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_pa
     exported = train_evaluate_export(tmp_path, ["Breakout-v5", "--algo", "dqn", "--steps", "600", "-p",
                                                 "learning_starts=300", "-p", "buffer_size=1000", "--threads", "1"])
     assert "max |Δaction| = 0" in exported
+
+
+def test_the_rainbow_preset_turns_every_component_on_over_the_atari_group():
+    from rlcli.algos import resolve
+
+    cfg = resolve("dqn", "Pong-v5", config_file="rainbow").algo
+    assert (cfg.trunk, cfg.double_q, cfg.dueling, cfg.n_step, cfg.prioritized, cfg.atoms, cfg.noisy) == (
+        "cnn", True, True, 3, True, 51, True)
+    assert (cfg.epsilon_start, cfg.epsilon_end, cfg.learning_rate, cfg.adam_eps) == (0.0, 0.0, 6.25e-5, 1.5e-4)
+    assert cfg.frame_replay and cfg.buffer_size == 1_000_000 and cfg.steps == 2_500_000

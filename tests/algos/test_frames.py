@@ -6,21 +6,21 @@ import numpy as np
 import pytest
 import torch
 
-from rlcli.algos.frames import FrameReplayBuffer
+from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 
 GAMMA, N_ENVS = 0.9, 2
 
 
-def played(backend: str, n_step: int, capacity: int = 300, steps: int = 700):
+def played(backend: str, n_step: int, capacity: int = 300, steps: int = 700, kind: type = FrameReplayBuffer):
     """Random play of Breakout-v5 (episodic life: an episode ends at each life lost) into a frame buffer, and
     what the env returned: {(step, env): (obs, next_obs, reward, terminated, ended)} of every real transition."""
     env = make_vec_env("Breakout-v5", N_ENVS, 0, backend)
     try:
         obs = env.reset()
-        buffer = FrameReplayBuffer(capacity, tuple(env.single_observation_space.shape), N_ENVS, 1,
-                                   torch.device("cpu"), n_step, GAMMA)
+        buffer = kind(capacity, tuple(env.single_observation_space.shape), N_ENVS, 1, torch.device("cpu"), n_step,
+                      GAMMA)
         prev_done, record = np.zeros(N_ENVS, dtype=bool), {}
         rng = np.random.default_rng(0)
         for _ in range(steps):
@@ -103,15 +103,39 @@ def test_a_stack_that_neither_slides_nor_repeats_one_frame_is_refused():
 
 
 
-def test_a_saved_ring_loads_back_to_the_same_draws():
-    buffer, record = played("envpool", n_step=3, steps=300)
-    again = FrameReplayBuffer(300, (4, 84, 84), N_ENVS, 1, torch.device("cpu"), 3, GAMMA)
+@pytest.mark.parametrize("kind", [FrameReplayBuffer, PrioritizedFrameReplayBuffer])
+def test_a_saved_ring_loads_back_to_the_same_draws(kind):
+    buffer, record = played("envpool", n_step=3, steps=300, kind=kind)
+    again = kind(300, (4, 84, 84), N_ENVS, 1, torch.device("cpu"), 3, GAMMA)
     again.load_state_tensors({k: v.clone() for k, v in buffer.state_tensors().items()})
     assert (again.t, again.oldest, again.size) == (buffer.t, buffer.oldest, buffer.size)
     torch.manual_seed(5)
     first = buffer.sample(64)
     torch.manual_seed(5)
     second = again.sample(64)
-    assert all(torch.equal(a, b) for a, b in zip(first[:5], second[:5], strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True) if a is not None)
     with pytest.raises(ValueError, match="the same buffer_size and n_envs"):
         FrameReplayBuffer(600, (4, 84, 84), N_ENVS, 1, torch.device("cpu")).load_state_tensors(buffer.state_tensors())
+
+
+def test_prioritized_draws_follow_the_priorities_of_stored_transitions_only():
+    buffer, record = played("envpool", n_step=1, kind=PrioritizedFrameReplayBuffer)
+    buffer.alpha, buffer.beta_start = 1.0, 0.5
+    transitions = held(buffer, record)
+    places = torch.tensor([(t % buffer.slots) * N_ENVS + e for t, e in transitions])
+    # only the transitions held (stacks whole, not reset rows, not written over) can be drawn
+    assert buffer.tree.total() == pytest.approx(len(transitions))
+    buffer.update_priorities(places, torch.ones(len(places)) - buffer.eps)  # priority 1 each ...
+    favourite = places[7:8]
+    buffer.update_priorities(favourite, torch.tensor([99.0 - buffer.eps]))  # ... and 99 for one
+    torch.manual_seed(0)
+    batch = buffer.sample(4096)
+    expected = 99 / (len(places) - 1 + 99)
+    share = float((batch.index == favourite).double().mean())
+    assert share == pytest.approx(expected, abs=4 * (expected * (1 - expected) / 4096) ** 0.5)
+    assert set(batch.index.tolist()) <= set(places.tolist())
+    # importance weights (N P(i)) ** -beta over their largest: 99 ** -0.5 for the favourite, 1 for the rest
+    weights = {round(w, 5) for w in batch.weights.tolist()}
+    assert weights == {1.0, round(99 ** -0.5, 5)}
+    t, e = transitions[7]
+    assert torch.equal(batch.obs[batch.index == favourite][0], torch.as_tensor(record[(t, e)][0]))

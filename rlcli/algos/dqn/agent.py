@@ -59,7 +59,7 @@ class DQN(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs, mask)
         self.mask = ActionMask(mask)
         self.to(device)
-        self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
+        self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.env_steps, self.updates = 0, 0
         # not a submodule: the same modules
         self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q, self.mask)

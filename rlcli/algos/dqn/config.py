@@ -25,6 +25,8 @@ class DQNConfig(ReplayConfig):
     """Gradient steps per env step collected (SB3's gradient_steps / train_freq)."""
     learning_rate: Annotated[float, Field(gt=0)] = 1e-4
     """Adam's learning rate."""
+    adam_eps: Annotated[float, Field(gt=0)] = 1e-8
+    """Adam's epsilon (Rainbow: 1.5e-4)."""
     target_update_every: Annotated[int, Field(gt=0)] = 10_000
     """Gradient steps between updates of the target network."""
     target_update_rate: Annotated[float, Field(gt=0, le=1)] = 1.0
