@@ -100,12 +100,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         require_onnx()
 
     loaded = RunDir.open(run_dir)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {out.parent} ({e.strerror}); choose another place with --out") from None
-    if not os.access(out.parent, os.W_OK):  # e.g. a zoo agent inside an installed package
-        raise UsageError(f"cannot write in {out.parent}; choose another place with --out")
+    writable_folder(out.parent)
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
@@ -157,6 +152,16 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
                         loaded.cfg.algo.algo, near_ties,
                         (episodes.starts.shape[1], episodes.starts.shape[0]) if recurrent else None)
+
+
+def writable_folder(folder: Path) -> None:
+    """Makes ``folder`` where it is missing; a UsageError naming --out where it cannot be made or written in."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {folder} ({e.strerror}); choose another place with --out") from None
+    if not os.access(folder, os.W_OK):  # e.g. a zoo agent inside an installed package
+        raise UsageError(f"cannot write in {folder}; choose another place with --out")
 
 
 def default_out(run_dir: Path, fmt: str) -> Path:
