@@ -17,7 +17,7 @@ import torch
 
 from rlcli.algos.buffers import ReplayBatch
 from rlcli.algos.prioritized import SumTree
-from rlcli.errors import UsageError
+from rlcli.errors import CheckpointError, UsageError
 
 
 class FrameReplayBuffer:
@@ -41,6 +41,8 @@ class FrameReplayBuffer:
         self.t = 0  # the step of the observation acted on next: its frame is in slot t % slots
         self.oldest = 0  # the first step whose frame is still held
         self.size = 0  # transitions stored, at most ``capacity``
+        self.fresh = True  # nothing added yet: the first observation brings its whole stack
+        self.loaded = False  # a saved ring, whose envs may have started afresh (an inexact resume)
 
     @property
     def bytes_per_transition(self) -> float:
@@ -53,11 +55,7 @@ class FrameReplayBuffer:
         stores no transition; its ``next_obs`` starts an episode). A UsageError where ``next_obs`` is a stack
         the ring cannot rebuild."""
         s, k = self.slots, self.stack
-        if self.t == self.oldest:  # the first observation: its whole stack, as if its episode began k-1 steps ago
-            for j in range(k):
-                slot = (self.t - (k - 1) + j) % s
-                self.frames[slot], self.age[slot], self.real[slot] = obs[:, j], j, False
-            self.oldest = self.t - (k - 1)
+        self.begin(obs)
         now, after = self.t % s, (self.t + 1) % s
         self.actions[now] = actions
         self.rewards[now] = rewards
@@ -74,6 +72,26 @@ class FrameReplayBuffer:
         self.t += 1
         self.oldest = max(self.oldest, self.t + 1 - s)
         self.size = min(self.size + int(real.sum()), self.capacity)
+
+    def begin(self, obs: torch.Tensor) -> None:
+        """Where ``obs`` starts a run of frames (the first ever, or envs that started afresh beside a saved
+        ring), its whole stack goes in, as if its episode began k-1 steps ago; a restart leaves a gap of k
+        steps, so that the old run's last frames stay held and its n-step returns stop at its last step."""
+        s, k = self.slots, self.stack
+        if self.loaded:
+            self.loaded = False
+            t = torch.full((self.n_envs,), self.t, device=self.device)
+            if torch.equal(self.stacked(t, torch.arange(self.n_envs, device=self.device)), obs):
+                return  # the envs go on where the saved ring stopped (an exact resume)
+            self.ended[(self.t - 1) % s] = True
+            self.t += k
+        elif not self.fresh:
+            return
+        for j in range(k):
+            slot = (self.t - (k - 1) + j) % s
+            self.frames[slot], self.age[slot], self.real[slot] = obs[:, j], j, False
+        self.oldest = self.t - (k - 1) if self.fresh else max(self.oldest, self.t + 1 - s)
+        self.fresh = False
 
     def first_sampled_step(self) -> int:
         """The oldest step whose whole stack is still held."""
@@ -133,12 +151,16 @@ class FrameReplayBuffer:
         return out
 
     def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        if "frames" not in tensors:
+            raise CheckpointError("the saved replay holds whole stacks, not frames: resume it without "
+                                  "--save-buffer's replay (delete replay.safetensors) or with the code that saved it")
         if tensors["frames"].shape != self.frames.shape:
-            raise ValueError(f"saved frames are {tuple(tensors['frames'].shape)}, this buffer's "
-                             f"{tuple(self.frames.shape)}: the same buffer_size and n_envs resume it")
+            raise CheckpointError(f"saved frames are {tuple(tensors['frames'].shape)}, this buffer's "
+                                  f"{tuple(self.frames.shape)}: the same buffer_size and n_envs resume it")
         for name in self.FIELDS:
             getattr(self, name).copy_(tensors[name])
         self.t, self.oldest, self.size = (int(x) for x in tensors["counters"])
+        self.fresh, self.loaded = self.t == self.oldest, self.t != self.oldest
 
 
 def stacked_frames(obs_space_shape: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -165,7 +187,12 @@ class PrioritizedFrameReplayBuffer(FrameReplayBuffer):
 
     def add_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
                  terminated: torch.Tensor, ended: torch.Tensor, real: torch.Tensor) -> None:
-        first = self.first_sampled_step() if self.t != self.oldest else self.t
+        first = self.t if self.fresh else self.first_sampled_step()
+        skipped = self.t
+        self.begin(obs)
+        zero = torch.zeros(self.n_envs, dtype=torch.float64, device=self.device)
+        for gap in range(skipped, self.t):  # a restart's gap: old transitions' places
+            self.tree.set(self._places(gap), zero)
         step = self.t
         super().add_step(obs, actions, rewards, next_obs, terminated, ended, real)
         new = self.max_priority.pow(self.alpha).expand(self.n_envs)

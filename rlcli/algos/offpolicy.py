@@ -44,7 +44,7 @@ class ReplayConfig(AlgoConfig):
     """The importance-sampling exponent at the start; it rises linearly to 1 by the end of the run."""
     frame_replay: bool = True
     """Stacked uint8 frames (Atari) kept once each, the stacks rebuilt on sampling: 7 KB a 4 x 84 x 84
-    transition instead of 56 KB; false: whole stacks (what prioritised replay needs)."""
+    transition instead of 56 KB; false: whole stacks (an env whose stacks do not slide from step to step)."""
 
 
 class ActorCriticReplayConfig(ReplayConfig):

@@ -8,7 +8,7 @@ import torch
 
 from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer
 from rlcli.envs import make_vec_env
-from rlcli.errors import UsageError
+from rlcli.errors import CheckpointError, UsageError
 
 GAMMA, N_ENVS = 0.9, 2
 
@@ -114,7 +114,7 @@ def test_a_saved_ring_loads_back_to_the_same_draws(kind):
     torch.manual_seed(5)
     second = again.sample(64)
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True) if a is not None)
-    with pytest.raises(ValueError, match="the same buffer_size and n_envs"):
+    with pytest.raises(CheckpointError, match="the same buffer_size and n_envs"):
         FrameReplayBuffer(600, (4, 84, 84), N_ENVS, 1, torch.device("cpu")).load_state_tensors(buffer.state_tensors())
 
 
@@ -139,3 +139,42 @@ def test_prioritized_draws_follow_the_priorities_of_stored_transitions_only():
     assert weights == {1.0, round(99 ** -0.5, 5)}
     t, e = transitions[7]
     assert torch.equal(batch.obs[batch.index == favourite][0], torch.as_tensor(record[(t, e)][0]))
+
+
+def _frame(label: int) -> torch.Tensor:
+    return torch.full((2, 2), label, dtype=torch.uint8)
+
+
+def _slid(stack: torch.Tensor, label: int) -> torch.Tensor:
+    return torch.cat([stack[:, 1:], _frame(label)[None, None]], 1)
+
+
+@pytest.mark.parametrize("kind", [FrameReplayBuffer, PrioritizedFrameReplayBuffer])
+def test_a_saved_ring_beside_envs_started_afresh_keeps_the_two_runs_apart(kind):
+    """An inexact resume: the ring was saved, the envs were not. Frames labelled 1-11, then 100-102."""
+    cpu, flag = torch.device("cpu"), torch.zeros(1, dtype=torch.bool)
+    buffer = kind(64, (4, 2, 2), 1, 1, cpu, n_step=3, gamma=0.5)
+    obs = torch.stack([_frame(1)] * 4)[None]
+    for label in range(2, 12):  # steps 0-9 of one episode, reward 1 each
+        buffer.add_step(obs, torch.zeros(1, 1), torch.ones(1), _slid(obs, label), flag, flag, ~flag)
+        obs = _slid(obs, label)
+    exact = kind(64, (4, 2, 2), 1, 1, cpu, n_step=3, gamma=0.5)
+    exact.load_state_tensors(buffer.state_tensors())
+    exact.add_step(obs, torch.zeros(1, 1), torch.ones(1), _slid(obs, 12), flag, flag, ~flag)
+    assert exact.t == 11  # the envs went on where the ring stopped: no gap
+    resumed = kind(64, (4, 2, 2), 1, 1, cpu, n_step=3, gamma=0.5)
+    resumed.load_state_tensors(buffer.state_tensors())
+    fresh = torch.stack([_frame(100)] * 4)[None]
+    for label in (101, 102):  # the new run's first two steps, reward 10 each
+        resumed.add_step(fresh, torch.zeros(1, 1), torch.full((1,), 10.0), _slid(fresh, label), flag, flag, ~flag)
+        fresh = _slid(fresh, label)
+    batch = resumed.transitions(torch.tensor([8, 9, resumed.t - 2]), torch.zeros(3, dtype=torch.long))
+    # the old run's returns stop at its own last step, bootstrapping from its last frames
+    assert batch.rewards[:2].tolist() == [1.5, 1.0] and batch.discounts[:2].tolist() == [0.25, 0.5]
+    assert [int(f[0, 0]) for f in batch.next_obs[1]] == [8, 9, 10, 11]
+    # the new run's first transition is the stack acted on, its 2-step return its own rewards
+    assert [int(f[0, 0]) for f in batch.obs[2]] == [100] * 4
+    assert [int(f[0, 0]) for f in batch.next_obs[2]] == [100, 100, 101, 102]
+    assert batch.rewards[2] == 15.0 and batch.discounts[2] == 0.25
+    if isinstance(resumed, PrioritizedFrameReplayBuffer):  # the 10 old and 2 new transitions, nothing else
+        assert float(resumed.tree.total()) == pytest.approx(12.0)
