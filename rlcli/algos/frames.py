@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rlcli.algos.buffers import ReplayBatch
-from rlcli.algos.prioritized import SumTree
+from rlcli.algos.prioritized import Priorities
 from rlcli.errors import CheckpointError, UsageError
 
 
@@ -168,7 +168,7 @@ def stacked_frames(obs_space_shape: tuple[int, ...], dtype: np.dtype) -> bool:
     return len(obs_space_shape) == 3 and dtype == np.uint8
 
 
-class PrioritizedFrameReplayBuffer(FrameReplayBuffer):
+class PrioritizedFrameReplayBuffer(Priorities, FrameReplayBuffer):
     """The frame replay drawn by priority (Schaul et al. 2016), as ``PrioritizedReplayBuffer`` draws whole rows:
     a sum tree over every (step, env) place, a stored transition's priority ``(|TD error| + eps) ** alpha`` (the
     largest so far when new), zero where no transition starts or its stack is no longer held."""
@@ -176,10 +176,8 @@ class PrioritizedFrameReplayBuffer(FrameReplayBuffer):
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], n_envs: int, action_dim: int,
                  device: torch.device, n_step: int = 1, gamma: float = 0.99, alpha: float = 0.6,
                  beta_start: float = 0.4, eps: float = 1e-6) -> None:
-        super().__init__(capacity, obs_shape, n_envs, action_dim, device, n_step, gamma)
-        self.alpha, self.beta_start, self.eps = alpha, beta_start, eps
-        self.tree = SumTree(self.slots * n_envs, device)
-        self.max_priority = torch.ones((), dtype=torch.float64, device=device)
+        FrameReplayBuffer.__init__(self, capacity, obs_shape, n_envs, action_dim, device, n_step, gamma)
+        Priorities.__init__(self, self.slots * n_envs, device, alpha, beta_start, eps)
         self._envs = torch.arange(n_envs, device=device)
 
     def _places(self, step: int) -> torch.Tensor:
@@ -195,33 +193,21 @@ class PrioritizedFrameReplayBuffer(FrameReplayBuffer):
             self.tree.set(self._places(gap), zero)
         step = self.t
         super().add_step(obs, actions, rewards, next_obs, terminated, ended, real)
-        new = self.max_priority.pow(self.alpha).expand(self.n_envs)
+        new = self.new_priority(self.n_envs)
         self.tree.set(self._places(step), torch.where(real, new, torch.zeros_like(new)))
         self.tree.set(self._places(step + 1), torch.zeros_like(new))  # an old transition's place, written over
         for lost in range(first, self.first_sampled_step()):  # stacks whose first frames were written over
             self.tree.set(self._places(lost), torch.zeros_like(new))
 
     def sample(self, batch_size: int, progress: float = 0.0) -> ReplayBatch:
-        """Stratified: one transition from each of ``batch_size`` equal slices of the total priority."""
-        total = self.tree.total()
-        strata = torch.arange(batch_size, device=self.device, dtype=torch.float64)
-        mass = (strata + torch.rand(batch_size, device=self.device, dtype=torch.float64)) * (total / batch_size)
-        index = self.tree.find(mass)
+        """Stratified by priority (``Priorities.draw``)."""
+        index, total = self.draw(batch_size)
         # a mass that rounding moved onto an empty place: the first stored transition instead
-        index = torch.where(self.tree.get(index) > 0, index, self.tree.find(torch.zeros_like(mass)))
-        probabilities = self.tree.get(index) / total
-        beta = self.beta_start + (1.0 - self.beta_start) * min(max(progress, 0.0), 1.0)
-        weights = (max(self.size, 1) * probabilities).pow(-beta)
-        weights = (weights / weights.max()).to(torch.float32)
+        index = torch.where(self.tree.get(index) > 0, index, self.tree.find(torch.zeros_like(total).expand(1)))
+        weights = self.weights(index, total, progress, self.size)
         slot, e = index // self.n_envs, index % self.n_envs
         t = self.t - 1 - (self.t - 1 - slot) % self.slots  # the latest step held in that slot
         return self.transitions(t, e)._replace(weights=weights, index=index)
-
-    def update_priorities(self, index: torch.Tensor, errors: torch.Tensor) -> None:
-        """Places ``index`` take priority ``(|error| + eps) ** alpha``."""
-        priorities = errors.detach().abs().to(torch.float64) + self.eps
-        self.max_priority = torch.maximum(self.max_priority, priorities.max())
-        self.tree.set(index, priorities.pow(self.alpha))
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {**super().state_tensors(), "priority": self.tree.leaves, "max_priority": self.max_priority}

@@ -50,41 +50,64 @@ class SumTree:
         return block * self.block + leaf
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
+class Priorities:
+    """The priorities of a buffer's places: the sum tree, the largest priority so far (a tensor, read without
+    a sync), the stratified draw with its importance weights, and the update from a batch's |TD errors|."""
+
+    def __init__(self, places: int, device: torch.device, alpha: float, beta_start: float, eps: float) -> None:
+        self.alpha, self.beta_start, self.eps = alpha, beta_start, eps
+        self.tree = SumTree(places, device)
+        self.max_priority = torch.ones((), dtype=torch.float64, device=device)
+
+    def new_priority(self, n: int) -> torch.Tensor:
+        """[n]: what a new transition's place takes, the largest priority so far."""
+        return self.max_priority.pow(self.alpha).expand(n)
+
+    def draw(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stratified: one place from each of ``batch_size`` equal slices of the total priority, and the
+        total. A place may be empty where rounding put a slice's mass on a boundary: the caller maps it onto
+        one it holds."""
+        total = self.tree.total()
+        device = total.device
+        strata = torch.arange(batch_size, device=device, dtype=torch.float64)
+        mass = (strata + torch.rand(batch_size, device=device, dtype=torch.float64)) * (total / batch_size)
+        return self.tree.find(mass), total
+
+    def weights(self, index: torch.Tensor, total: torch.Tensor, progress: float, stored: int) -> torch.Tensor:
+        """Importance weights ``(N P(i)) ** -beta`` over the batch's largest (``stored``: N); beta rises from
+        ``beta_start`` to 1 with ``progress``, the fraction of training done."""
+        beta = self.beta_start + (1.0 - self.beta_start) * min(max(progress, 0.0), 1.0)
+        weights = (max(stored, 1) * self.tree.get(index) / total).pow(-beta)
+        return (weights / weights.max()).to(torch.float32)
+
+    def update_priorities(self, index: torch.Tensor, errors: torch.Tensor) -> None:
+        """Places ``index`` take priority ``(|error| + eps) ** alpha``."""
+        priorities = errors.detach().abs().to(torch.float64) + self.eps
+        self.max_priority = torch.maximum(self.max_priority, priorities.max())
+        self.tree.set(index, priorities.pow(self.alpha))
+
+
+class PrioritizedReplayBuffer(Priorities, ReplayBuffer):
     """A replay buffer whose ``sample`` draws rows by priority and returns their importance weights and places;
     ``update_priorities`` takes the new |TD errors| of a sampled batch."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, device: torch.device,
                  obs_dtype: torch.dtype = torch.float32, discounts: bool = False, alpha: float = 0.6,
                  beta_start: float = 0.4, eps: float = 1e-6) -> None:
-        super().__init__(capacity, obs_shape, action_dim, device, obs_dtype, discounts)
-        self.alpha, self.beta_start, self.eps = alpha, beta_start, eps
-        self.tree = SumTree(capacity, device)
-        self.max_priority = torch.ones((), dtype=torch.float64, device=device)  # a tensor: read without a sync
+        ReplayBuffer.__init__(self, capacity, obs_shape, action_dim, device, obs_dtype, discounts)
+        Priorities.__init__(self, capacity, device, alpha, beta_start, eps)
 
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
             terminated: torch.Tensor, discounts: torch.Tensor | None = None) -> None:
         places = (self.pos + torch.arange(obs.shape[0], device=self.device)) % self.capacity
         super().add(obs, actions, rewards, next_obs, terminated, discounts)
-        self.tree.set(places, self.max_priority.pow(self.alpha).expand(len(places)))
+        self.tree.set(places, self.new_priority(len(places)))
 
     def sample(self, batch_size: int, progress: float = 0.0) -> ReplayBatch:
-        """Stratified: one row from each of ``batch_size`` equal slices of the total priority."""
-        total = self.tree.total()
-        strata = torch.arange(batch_size, device=self.device, dtype=torch.float64)
-        mass = (strata + torch.rand(batch_size, device=self.device, dtype=torch.float64)) * (total / batch_size)
-        index = self.tree.find(mass).clamp_(max=self.size - 1)
-        probabilities = self.tree.get(index) / total
-        beta = self.beta_start + (1.0 - self.beta_start) * min(max(progress, 0.0), 1.0)
-        weights = (self.size * probabilities).pow(-beta)
-        weights = (weights / weights.max()).to(torch.float32)
-        return self.rows(index)._replace(weights=weights, index=index)
-
-    def update_priorities(self, index: torch.Tensor, errors: torch.Tensor) -> None:
-        """Rows ``index`` take priority ``(|error| + eps) ** alpha``."""
-        priorities = errors.detach().abs().to(torch.float64) + self.eps
-        self.max_priority = torch.maximum(self.max_priority, priorities.max())
-        self.tree.set(index, priorities.pow(self.alpha))
+        """Stratified by priority (``Priorities.draw``)."""
+        index, total = self.draw(batch_size)
+        index = index.clamp_(max=self.size - 1)
+        return self.rows(index)._replace(weights=self.weights(index, total, progress, self.size), index=index)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The rows, the write position and each row's priority (the sums above them are rebuilt)."""
@@ -98,4 +121,4 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             self.tree.set(places, tensors["priority"].to(self.device))
             self.max_priority = tensors["max_priority"].to(self.device, torch.float64)
         else:  # a buffer saved without priorities: every row as new
-            self.tree.set(places, self.max_priority.pow(self.alpha).expand(self.size))
+            self.tree.set(places, self.new_priority(self.size))
