@@ -21,6 +21,11 @@ from rlcli.algos.threads import available_cores
 
 PEER_LOST_EXIT = 75  # what a process exits with when another one ended first
 LAUNCHED = "RLCLI_LAUNCHED"  # set for the processes started here: the launcher names a failed one, they need not
+# The rendezvous heartbeat tells other machines that this one lives; on one machine nobody reads it, and its
+# thread, holding the rendezvous while it beats, can drop the last reference to it as the launcher ends: the
+# rendezvous's finalizer then joins the thread from itself ("cannot join current thread", a traceback at exit).
+# Beating once a year, it never beats in a run.
+HEARTBEAT_S = 365 * 24 * 3600
 
 
 class Outcome(NamedTuple):
@@ -71,7 +76,7 @@ def launch(nproc: int, argv: list[str]) -> Outcome:
         if name.startswith("torch.distributed"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     args = parse_args(["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0",
-                       "-m", "rlcli", *argv])
+                       "--rdzv-conf", f"keep_alive_interval={HEARTBEAT_S}", "-m", "rlcli", *argv])
     # each process sizes its torch threads to its share of the cores; this caps the libraries' own pools
     threads = str(max(min(available_cores(), 16) // nproc, 1))
     with _environment({LAUNCHED: "1", "OMP_NUM_THREADS": threads}):

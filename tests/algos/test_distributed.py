@@ -206,6 +206,28 @@ def test_ctrl_c_to_the_launcher_stops_every_process_with_one_checkpoint_that_res
     assert not _ours(str(tmp_path))
 
 
+HEARTBEATS = """
+import sys, threading, time
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+from rlcli.training.launch import launch
+beats = []
+DynamicRendezvousHandler._keep_alive = lambda self: beats.append(threading.current_thread().name)
+start = time.monotonic()
+outcome = launch(2, sys.argv[1:])
+print(outcome.code, round(time.monotonic() - start, 1), beats)
+"""
+
+
+def test_the_launcher_on_one_machine_beats_no_rendezvous_heartbeat(tmp_path):
+    """A heartbeat's thread holds the rendezvous while it beats; dropping the last reference to it there, as the
+    launcher ends, ran its finalizer on that thread (a "cannot join current thread" traceback after a Ctrl-C).
+    On one machine nobody reads the heartbeat: none beats in a run longer than torch's 5 s default interval."""
+    result = subprocess.run([sys.executable, "-c", HEARTBEATS, "train", *SMALL, "--steps", str(100 * 128),
+                             "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    code, seconds, beats = result.stdout.splitlines()[-1].split(" ", 2)
+    assert code == "0" and float(seconds) > 5 and beats == "[]", result.stdout + result.stderr
+
+
 def test_a_process_that_dies_ends_the_run_with_one_line_naming_it_and_the_checkpoint_stays(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([*TRAIN, *SMALL, "--steps", "10000000", "--eval-every", "1280", "--nproc", "2",
