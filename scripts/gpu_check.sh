@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The GPU measurements of the compile switch and the CUDA path, in one go (about 8 minutes on one H100 or
+# The GPU measurements of the compile switch and the CUDA path, in one go (about 10 minutes on one H100 or
 # H200): each algorithm's update step eager against compiled (CUDA graphs), the CUDA tests, Hopper-v5 PPO on
-# the machine's CPU cores against the GPU, and Hopper-v5 SAC eager against compiled. Run from the repository
-# root with rlcli installed. ONLY picks sections (default: "update tests hopper-ppo hopper-sac"); RESULTS
-# (default gpu_check_results) receives the JSON and logs. Every step has its own time limit and the script
-# goes on after a failure, printing what failed.
+# the machine's CPU cores against the GPU, Hopper-v5 SAC eager against compiled, and PPO on the torch backend's
+# CartPole with its envs on the GPU against the CPU. Run from the repository root with rlcli installed. ONLY
+# picks sections (default: "update tests hopper-ppo hopper-sac torch-backend"); RESULTS (default
+# gpu_check_results) receives the JSON and logs. Every step has its own time limit and the script goes on after
+# a failure, printing what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-gpu_check_results}
-ONLY=${ONLY:-update tests hopper-ppo hopper-sac}
+ONLY=${ONLY:-update tests hopper-ppo hopper-sac torch-backend}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1
@@ -52,5 +53,17 @@ if wanted hopper-sac; then
     timeout 100 python3 -m rlcli train Hopper-v5 --algo sac --backend gymnasium --steps 7000 -p learning_starts=2000 \
       --eval-every 0 --eval-episodes 2 --device "$DEVICE" "$variant" --run-dir "$RESULTS/sac-hopper$variant" \
       >"$log" 2>&1 && echo "$variant: $(rate "$log")" || { echo "$variant FAILED"; tail -5 "$log"; }
+  done
+fi
+
+if wanted torch-backend; then
+  section "CartPole-v1 PPO on the torch backend, 4,096 envs x 16 steps, 2M steps: GPU-resident against the CPU"
+  for variant in "$DEVICE --compile" "$DEVICE --no-compile" "cpu --no-compile"; do
+    set -- $variant
+    log="$RESULTS/torch-cartpole-$1$2.log"
+    timeout 150 python3 -m rlcli train CartPole-v1 --backend torch --steps 2000000 -p n_envs=4096 -p n_steps=16 \
+      -p minibatch_size=16384 --eval-every 0 --eval-episodes 2 --device "$1" "$2" \
+      --run-dir "$RESULTS/torch-cartpole-$1$2" >"$log" 2>&1 \
+      && echo "$1 $2: $(rate "$log")" || { echo "$1 $2 FAILED"; tail -5 "$log"; }
   done
 fi

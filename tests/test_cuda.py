@@ -208,6 +208,31 @@ def test_ctrl_c_then_resume_on_the_gpu_equals_an_uninterrupted_run(tmp_path, mon
     _assert_same_run(tmp_path / "cut", tmp_path / "whole")
 
 
+def test_a_rollout_on_the_torch_backend_on_the_gpu_never_waits_for_it(tmp_path):
+    """Envs, acting, storage and episode returns on the GPU: any host sync in the rollout raises."""
+    from rlcli.algos.ppo import PPO, PPOConfig
+    from rlcli.envs import make_vec_env
+
+    env = make_vec_env("CartPole-v1", 256, 0, "torch", device="cuda")
+    cfg = PPOConfig(n_envs=256, n_steps=32, minibatch_size=2048, normalize_obs=True, normalize_reward=True)
+    agent = PPO(cfg, env.single_observation_space, env.single_action_space, 256, torch.device("cuda"))
+    collector = RolloutCollector(env, agent, cfg.n_steps, overlap=True)
+    collector.collect()  # the first: lazy initialisation may sync
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        buffer = collector.collect()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert buffer.obs.is_cuda and bool(buffer.dones.any())
+    returns, lengths = collector.episodes.drain()
+    assert returns and returns == [float(n) for n in lengths]
+    cfg_run = resolve("ppo", "CartPole-v1", backend="torch", overrides={"steps": 50_000}, seed=1, eval_every=10_000,
+                      eval_episodes=10, device="cuda", torch_threads=1)
+    state = train(cfg_run, tmp_path / "run")
+    assert state.best_eval is not None and state.best_eval >= 475, state.best_eval
+
+
 SMALL = ["--n-envs", "4", "-p", "n_steps=32", "-p", "minibatch_size=64", "-p", "n_epochs=1", "--eval-episodes", "2"]
 
 

@@ -15,7 +15,7 @@ from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer, 
 from rlcli.algos.nstep import NStepReturns
 from rlcli.algos.prioritized import PRIORITIES, PrioritizedReplayBuffer
 from rlcli.algos.threads import ThreadPlan, torch_threads
-from rlcli.envs import ManyAgentEnv, StepResult, VecEnv, agents_per_env
+from rlcli.envs import ManyAgentEnv, ResidentEnv, StepResult, VecEnv, agents_per_env
 from rlcli.envs.faults import NonFiniteEnvOutput, first_non_finite, rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
 
@@ -64,20 +64,23 @@ class EpisodeTracker:
         self.returns = np.zeros(self.n_envs, dtype=np.float64)
         self.lengths = np.zeros(self.n_envs, dtype=np.int64)
 
-    def add(self, raw_reward: np.ndarray, counted: np.ndarray, game_over: np.ndarray) -> np.ndarray:
-        """Accumulates one step; returns the indices of rows whose episode just ended."""
+    def add(self, raw_reward: np.ndarray, counted: np.ndarray, game_over: np.ndarray) -> None:
+        """Accumulates one step."""
         self.returns += raw_reward
         self.lengths += counted
         ended = np.flatnonzero(game_over)
         if ended.size:
-            agents = self.returns[ended].reshape(-1, self.agents_per_env)
-            self.finished_returns.extend(agents.sum(axis=1).tolist())
-            self.finished_lengths.extend(self.lengths[ended].reshape(-1, self.agents_per_env).max(axis=1).tolist())
-            if self.agents_per_env > 1:
-                self.finished_agent_returns.extend(agents)
+            self._finish(self.returns[ended], self.lengths[ended])
             self.returns[ended] = 0.0
             self.lengths[ended] = 0
-        return ended
+
+    def _finish(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """Records the episodes whose rows' ``returns`` and ``lengths`` these are, in row order."""
+        agents = returns.reshape(-1, self.agents_per_env)
+        self.finished_returns.extend(agents.sum(axis=1).tolist())
+        self.finished_lengths.extend(lengths.reshape(-1, self.agents_per_env).max(axis=1).tolist())
+        if self.agents_per_env > 1:
+            self.finished_agent_returns.extend(agents)
 
     def drain(self) -> tuple[list[float], list[int]]:
         out = (self.finished_returns, self.finished_lengths)
@@ -105,6 +108,51 @@ class EpisodeTracker:
         self.finished_returns = list(snapshot.values["finished_returns"])
         self.finished_lengths = list(snapshot.values["finished_lengths"])
         self.finished_agent_returns = [np.array(r) for r in snapshot.values.get("finished_agent_returns", [])]
+
+
+class ResidentEpisodeTracker(EpisodeTracker):
+    """EpisodeTracker over a ResidentEnv's tensors: the sums stay on its device, and the episodes that ended
+    are read back once, when drained or saved, not at every step."""
+
+    def __init__(self, n_envs: int, agents_per_env: int, device: torch.device) -> None:
+        super().__init__(n_envs, agents_per_env)
+        self.running = torch.zeros(n_envs, dtype=torch.float64, device=device)
+        self.running_lengths = torch.zeros(n_envs, dtype=torch.int64, device=device)
+        self.steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (ended, returns, lengths)
+
+    def add(self, raw_reward: torch.Tensor, counted: torch.Tensor, game_over: torch.Tensor) -> None:
+        self.running += raw_reward
+        self.running_lengths += counted
+        self.steps.append((game_over, self.running.clone(), self.running_lengths.clone()))
+        self.running.masked_fill_(game_over, 0.0)
+        self.running_lengths.masked_fill_(game_over, 0)
+
+    def settle(self) -> None:
+        """The episodes ended since the last call into the finished lists (one read from the device)."""
+        if self.steps:
+            ended, returns, lengths = (torch.stack(x) for x in zip(*self.steps, strict=True))
+            self.steps = []
+            self._finish(returns[ended].cpu().numpy(), lengths[ended].cpu().numpy())
+        self.returns[:] = self.running.cpu().numpy()
+        self.lengths[:] = self.running_lengths.cpu().numpy()
+
+    def drain(self) -> tuple[list[float], list[int]]:
+        self.settle()
+        return super().drain()
+
+    def drain_agents(self) -> np.ndarray | None:
+        self.settle()
+        return super().drain_agents()
+
+    def state(self) -> Snapshot:
+        self.settle()
+        return super().state()
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        super().load_state(snapshot)
+        self.steps = []
+        self.running.copy_(torch.from_numpy(self.returns))
+        self.running_lengths.copy_(torch.from_numpy(self.lengths))
 
 
 class MetricMeans:
@@ -185,7 +233,10 @@ class RolloutCollector:
         # a recurrent policy's state, and where the current rows start an episode (their state is zero)
         self.state = agent.initial_state(env.num_envs)
         self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
-        self.episodes = EpisodeTracker(env.num_envs, agents_per_env(env))
+        # a ResidentEnv's arrays stay on its device: actions go to it as tensors, episodes are summed there
+        self.resident = isinstance(env, ResidentEnv)
+        self.episodes = ResidentEpisodeTracker(env.num_envs, agents_per_env(env), self.device) if self.resident \
+            else EpisodeTracker(env.num_envs, agents_per_env(env))
 
     def live_state(self) -> Snapshot:
         """What the next rollout continues from: the observations it acts on first, which rows follow a reset
@@ -208,21 +259,22 @@ class RolloutCollector:
     @torch.no_grad()
     def collect(self) -> RolloutBuffer:
         agent, buf, env = self.agent, self.buffer, self.env
-        prev_done_np = self.prev_done.cpu().numpy()
+        prev_done_env = self.prev_done if self.resident else self.prev_done.cpu().numpy()  # as the env's arrays
         # Acting on one thread, the critic and the writes below run while envpool's threads step the
         # envs (Hopper x64: 3-10 ms less of a 200 ms rollout, values equal to the bit). A thread pool
         # (a CNN acts on every core) would spin beside those threads instead: Pong's rollout took
         # 7-12% longer, so it steps first.
         # A step's rewards, dones and episode bookkeeping are recorded during the next step, for the
         # same reason; nothing between needs them (the reward scaler's state is its own)
-        pending: tuple[int, StepResult, torch.Tensor, np.ndarray] | None = None
+        pending: tuple[int, StepResult, torch.Tensor, np.ndarray | torch.Tensor] | None = None
         for t in range(self.n_steps):
             obs = agent.observe(self.obs)
             if self.state is None:
                 sample = agent.sample(obs)
             else:
                 sample = self._sample_recurrent(t, obs, self.state)
-            env.step_async(agent.env_actions(sample.actions).cpu().numpy())
+            actions = agent.env_actions(sample.actions)
+            env.step_async(actions if self.resident else actions.cpu().numpy())
             result = None if self.overlap else env.step_wait()
             values = agent.value_of(sample)
             buf.obs[t] = obs
@@ -235,12 +287,12 @@ class RolloutCollector:
             if result is None:
                 result = env.step_wait()
 
-            done_np = result.terminated | result.truncated
+            done_env = result.terminated | result.truncated
             self.starts = self.prev_done  # the row after a reset row is an episode's first
-            self.prev_done = torch.as_tensor(done_np, device=self.device)
-            pending = (t, result, self.prev_done, prev_done_np)
+            self.prev_done = torch.as_tensor(done_env, device=self.device)
+            pending = (t, result, self.prev_done, prev_done_env)
             self.obs = torch.as_tensor(result.obs, device=self.device)
-            prev_done_np = done_np
+            prev_done_env = done_env
         if pending is not None:
             self._record(*pending)
         if self.state is None:
@@ -261,10 +313,10 @@ class RolloutCollector:
         self.state = sample.state
         return sample
 
-    def _record(self, t: int, result: StepResult, done: torch.Tensor, prev_done_np: np.ndarray) -> None:
+    def _record(self, t: int, result: StepResult, done: torch.Tensor, prev_done_env: np.ndarray | torch.Tensor) -> None:
         """Step ``t``'s scaled rewards and episode ends into the buffer, its returns into the tracker."""
         buf = self.buffer
-        self.episodes.add(result.raw_reward, ~prev_done_np, result.game_over)
+        self.episodes.add(result.raw_reward, ~prev_done_env, result.game_over)
         buf.rewards[t] = self.agent.scale_rewards(torch.as_tensor(result.reward, device=self.device), done)
         buf.terminated[t] = torch.as_tensor(result.terminated, device=self.device)
         buf.dones[t] = done
@@ -286,6 +338,10 @@ class OffPolicyLearner:
     (so a resume without a saved buffer refills it before learning again)."""
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
+        if isinstance(env, ResidentEnv):  # the replay bookkeeping below reads every step on the host
+            from rlcli.envs.torch_backend import HostArrays
+
+            env = HostArrays(env)
         self.env, self.agent, self.cfg, self.device = env, agent, cfg, agent.device
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32

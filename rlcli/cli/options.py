@@ -14,6 +14,7 @@ class Backend(str, Enum):
     auto = "auto"
     envpool = "envpool"
     gymnasium = "gymnasium"
+    torch = "torch"
 
 
 class Device(str, Enum):

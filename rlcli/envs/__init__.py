@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rlcli.envs.base import (
     ManyAgentEnv,
     RenderedEnv,
+    ResidentEnv,
     SavableEnv,
     StepResult,
     TurnBasedEnv,
@@ -26,26 +27,37 @@ from rlcli.envs.registry import (
 from rlcli.errors import UsageError
 
 if TYPE_CHECKING:
+    import torch
+
     from rlcli.config import MultiAgentConfig
 
-__all__ = ["ManyAgentEnv", "RenderedEnv", "SavableEnv", "StepResult", "TurnBasedEnv", "TurnBasedVecEnv", "VecEnv",
-           "agents_per_env", "env_group", "import_env_module", "make_vec_env"]
+__all__ = ["ManyAgentEnv", "RenderedEnv", "ResidentEnv", "SavableEnv", "StepResult", "TurnBasedEnv", "TurnBasedVecEnv",
+           "VecEnv", "agents_per_env", "env_group", "import_env_module", "make_vec_env"]
 
 
 def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
                  kwargs: dict[str, Any] | None = None, render_mode: str | None = None,
-                 threads: int | None = None, multiagent: MultiAgentConfig | None = None) -> VecEnv:
+                 threads: int | None = None, multiagent: MultiAgentConfig | None = None,
+                 device: torch.device | str | None = None) -> VecEnv:
     """``num_envs`` copies of ``env_id`` on the chosen backend (``auto``: envpool where it has the
     task), with standard Atari preprocessing for Atari games; env i is seeded with ``seed + i``.
     ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores).
     A PettingZoo environment's rows are its agents (``multiagent`` says how they are presented).
-    An env whose own code raises while it is made is a UsageError naming the id and the error."""
+    An env whose own code raises while it is made is a UsageError naming the id and the error.
+    The torch backend's envs live on ``device`` and take and return tensors there where one is given (a loop
+    that keeps its rollout on the device); without one, they run on the CPU behind numpy arrays."""
     chosen = resolve_backend(env_id, backend)
     if chosen == "pettingzoo":
         from rlcli.envs.pettingzoo_backend import make_pettingzoo_env
 
         return make_pettingzoo_env(env_id, num_envs, seed, kwargs or {}, multiagent, render_mode)
-    chosen = "gymnasium" if render_mode else chosen
+    chosen = "gymnasium" if render_mode else chosen  # the torch backend's tasks are gymnasium's, which render
+    if chosen == "torch":
+        from rlcli.envs.torch_backend import HostArrays, TorchVecEnv
+
+        resident = TorchVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
+        # a resident env presents VecEnv's interface over tensors; the loops that take it check ResidentEnv
+        return cast(VecEnv, resident) if device is not None else HostArrays(resident)
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
         from rlcli.envs.envpool_backend import EnvpoolVecEnv

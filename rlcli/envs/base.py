@@ -1,6 +1,6 @@
 """The one interface every environment backend presents to the training and evaluation loops.
 
-Both backends auto-reset on the *next* step (envpool's behaviour, and gymnasium's ``NEXT_STEP`` mode):
+Every backend auto-resets on the *next* step (envpool's behaviour, and gymnasium's ``NEXT_STEP`` mode):
 the observation returned with ``terminated``/``truncated`` is the real final observation, and the
 following step ignores its action and returns the first observation of a new episode with reward 0.
 Loops mask that reset row out of learning, and bootstrap truncations from the value of the real final
@@ -9,23 +9,28 @@ observation, which is simply the next row's value estimate.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from rlcli.envs.layout import ObsLayout
 from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import UsageError
 
+ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
 
-class StepResult(NamedTuple):
-    obs: np.ndarray  # [n_envs, *obs_shape]
-    reward: np.ndarray  # [n_envs] float32, the reward to learn from (clipped on Atari)
-    terminated: np.ndarray  # [n_envs] bool, no bootstrap (a life lost counts on Atari)
-    truncated: np.ndarray  # [n_envs] bool, time limit: bootstrap from the final observation
-    raw_reward: np.ndarray  # [n_envs] float32, the game's own reward, for episode statistics
-    game_over: np.ndarray  # [n_envs] bool, the real end of an episode (all lives), for statistics
+
+class StepResult(NamedTuple, Generic[ArrayT]):
+    """One vector step: numpy arrays, or tensors on the device of a ResidentEnv."""
+
+    obs: ArrayT  # [n_envs, *obs_shape]
+    reward: ArrayT  # [n_envs] float32, the reward to learn from (clipped on Atari)
+    terminated: ArrayT  # [n_envs] bool, no bootstrap (a life lost counts on Atari)
+    truncated: ArrayT  # [n_envs] bool, time limit: bootstrap from the final observation
+    raw_reward: ArrayT  # [n_envs] float32, the game's own reward, for episode statistics
+    game_over: ArrayT  # [n_envs] bool, the real end of an episode (all lives), for statistics
 
 
 class VecEnv(Protocol):
@@ -78,6 +83,14 @@ class SavableEnv(Protocol):
     def load_state(self, snapshot: Snapshot) -> None:
         """Sets the envs to a ``state()``; EnvStateUnreadable, before changing anything, where it does not fit."""
         ...
+
+
+@runtime_checkable
+class ResidentEnv(Protocol):
+    """A vector env whose arrays live on a torch ``device`` (the torch backend's): a step takes the actions
+    and returns every array of its StepResult as tensors there, so a rollout need not leave the device."""
+
+    device: torch.device
 
 
 @runtime_checkable

@@ -119,12 +119,18 @@ def resolve_backend(env_id: str, backend: str) -> str:
     """``auto`` picks envpool where it has the task, except classic control, where gymnasium's vector
     env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k); for those and for the
     ids only gymnasium can have (``_gymnasium_only``) envpool is not imported, 1.5-2 s of every process
-    saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError."""
+    saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError. ``torch``
+    (tasks written in torch, on the training device) is chosen by name alone."""
     if is_pettingzoo(env_id):
         if backend != "auto":
             raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
                              f"drop --backend {backend}")
         return "pettingzoo"
+    if backend == "torch":
+        from rlcli.envs.torch_backend import torch_task
+
+        torch_task(env_id)  # a UsageError naming the tasks it has
+        return backend
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
     on_envpool = not _gymnasium_only(env_id) and envpool_name(env_id) is not None

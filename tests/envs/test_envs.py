@@ -1,4 +1,5 @@
-"""Pins the auto-reset and truncation behaviour the training loop relies on, on both backends."""
+"""Pins the auto-reset and truncation behaviour the training loop relies on, on every backend (the torch
+backend's envs as the training loop takes them: tensors on their device)."""
 
 from importlib.util import find_spec
 
@@ -11,13 +12,17 @@ from rlcli.envs import ManyAgentEnv, SavableEnv, TurnBasedEnv, agents_per_env, m
 from rlcli.errors import UsageError
 
 BACKENDS = ["gymnasium", pytest.param("envpool", marks=pytest.mark.skipif(
-    find_spec("envpool") is None, reason="envpool is not installed"))]
+    find_spec("envpool") is None, reason="envpool is not installed")), "torch"]
+
+
+def _make(env_id, num_envs, backend):
+    return make_vec_env(env_id, num_envs, 0, backend, device="cpu" if backend == "torch" else None)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_next_step_auto_reset(backend):
     """After a done, the next step ignores its action, returns reward 0 and a fresh first observation."""
-    env = make_vec_env("CartPole-v1", 1, 0, backend)
+    env = _make("CartPole-v1", 1, backend)
     env.reset()
     push = np.ones(1, dtype=np.int64)
     for _ in range(100):
@@ -29,13 +34,13 @@ def test_next_step_auto_reset(backend):
     assert abs(final_obs[2]) > 0.2 or abs(final_obs[0]) > 2.4  # the real terminal state, not a reset
     reset = env.step(push)
     assert reset.reward[0] == 0.0 and not reset.terminated[0] and not reset.truncated[0]
-    assert np.all(np.abs(reset.obs[0]) <= 0.05)  # CartPole starts within +-0.05
+    assert (abs(reset.obs[0]) <= 0.05).all()  # CartPole starts within +-0.05
     env.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_time_limit_is_a_truncation_with_the_real_final_observation(backend):
-    env = make_vec_env("Pendulum-v1", 2, 0, backend)
+    env = _make("Pendulum-v1", 2, backend)
     env.reset()
     zeros = np.zeros((2, 1), dtype=np.float32)
     for t in range(200):
@@ -52,7 +57,7 @@ def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
     from rlcli.algos.learners import RolloutCollector
     from rlcli.algos.ppo import PPO
 
-    env = make_vec_env("CartPole-v1", 4, 0, backend)
+    env = _make("CartPole-v1", 4, backend)
     cfg = PPOConfig(n_envs=4, n_steps=64, minibatch_size=64)
     agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
     buf = RolloutCollector(env, agent, cfg.n_steps, overlap=False).collect()
@@ -71,7 +76,7 @@ def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_step_async_then_wait_is_step(backend):
-    envs = [make_vec_env("CartPole-v1", 3, 0, backend) for _ in range(2)]
+    envs = [_make("CartPole-v1", 3, backend) for _ in range(2)]
     for env in envs:
         env.reset()
     rng = np.random.default_rng(0)
@@ -95,7 +100,7 @@ def test_rollouts_are_the_same_whether_the_critic_overlaps_the_env_or_not(backen
     buffers, orders = [], []
     for overlap in (True, False):
         torch.manual_seed(0)
-        env = make_vec_env("CartPole-v1", 4, 0, backend)
+        env = _make("CartPole-v1", 4, backend)
         cfg = PPOConfig(n_envs=4, n_steps=48, minibatch_size=64)
         agent = PPO(cfg, env.single_observation_space, env.single_action_space, 4, torch.device("cpu"))
         calls: list[str] = []
