@@ -144,7 +144,7 @@ class MultiAgentConfig(Frozen):
 
 class EnvConfig(Frozen):
     id: str
-    backend: Literal["auto", "envpool", "gymnasium", "torch"] = "auto"
+    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
     env_module: str | None = None  # imported first; registers custom gymnasium ids
     # keywords for the env's constructor (Atari: envpool's preprocessing options); hyperparameter files
     # give them as the key ``env_kwargs`` beside the algorithm's

@@ -339,7 +339,7 @@ class OffPolicyLearner:
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
         if isinstance(env, ResidentEnv):  # the replay bookkeeping below reads every step on the host
-            from rlcli.envs.torch_backend import HostArrays
+            from rlcli.envs.host import HostArrays
 
             env = HostArrays(env)
         self.env, self.agent, self.cfg, self.device = env, agent, cfg, agent.device

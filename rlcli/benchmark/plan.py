@@ -40,7 +40,7 @@ class TrainOptions(Frozen):
     """What every run of a benchmark passes to ``rlcli train``."""
 
     params: tuple[str, ...] = ()  # -p key=value overrides, in order
-    backend: Literal["auto", "envpool", "gymnasium", "torch"] = "auto"
+    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Annotated[int, Field(gt=0)] = 1  # torch (and OpenMP/BLAS) threads per run
     env_module: str | None = None

@@ -15,6 +15,7 @@ class Backend(str, Enum):
     envpool = "envpool"
     gymnasium = "gymnasium"
     torch = "torch"
+    playground = "playground"
 
 
 class Device(str, Enum):

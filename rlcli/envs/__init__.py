@@ -44,20 +44,19 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores).
     A PettingZoo environment's rows are its agents (``multiagent`` says how they are presented).
     An env whose own code raises while it is made is a UsageError naming the id and the error.
-    The torch backend's envs live on ``device`` and take and return tensors there where one is given (a loop
-    that keeps its rollout on the device); without one, they run on the CPU behind numpy arrays."""
+    The device-resident backends' envs (torch, playground) live on ``device`` and take and return tensors there
+    where one is given (a loop that keeps its rollout on the device); without one, they run on the CPU behind
+    numpy arrays."""
     chosen = resolve_backend(env_id, backend)
     if chosen == "pettingzoo":
         from rlcli.envs.pettingzoo_backend import make_pettingzoo_env
 
         return make_pettingzoo_env(env_id, num_envs, seed, kwargs or {}, multiagent, render_mode)
+    if render_mode and chosen == "playground":
+        raise UsageError(f"rlcli does not render MuJoCo Playground's tasks ({env_id}); eval measures the agent")
     chosen = "gymnasium" if render_mode else chosen  # the torch backend's tasks are gymnasium's, which render
-    if chosen == "torch":
-        from rlcli.envs.torch_backend import HostArrays, TorchVecEnv
-
-        resident = TorchVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
-        # a resident env presents VecEnv's interface over tensors; the loops that take it check ResidentEnv
-        return cast(VecEnv, resident) if device is not None else HostArrays(resident)
+    if chosen in ("torch", "playground"):
+        return _resident(chosen, env_id, num_envs, seed, kwargs, device)
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
         from rlcli.envs.envpool_backend import EnvpoolVecEnv
@@ -79,3 +78,22 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
         if group in ("mujoco", "atari"):
             raise UsageError(missing_extra_message(env_id, group)) from None
         raise UsageError(f"{env_id} needs a package that is not installed: {e}") from None
+
+
+def _resident(backend: str, env_id: str, num_envs: int, seed: int, kwargs: dict[str, Any] | None,
+              device: torch.device | str | None) -> VecEnv:
+    """A device-resident backend's envs: on ``device``, taking and returning tensors there, where one is given;
+    else on the CPU behind numpy arrays."""
+    from rlcli.envs.host import HostArrays
+
+    resident: Any
+    if backend == "torch":
+        from rlcli.envs.torch_backend import TorchVecEnv
+
+        resident = TorchVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
+    else:
+        from rlcli.envs.playground_backend import PlaygroundVecEnv
+
+        resident = PlaygroundVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
+    # a resident env presents VecEnv's interface over tensors; the loops that take it check ResidentEnv
+    return cast(VecEnv, resident) if device is not None else HostArrays(resident)

@@ -70,6 +70,24 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
+class SteppedOnWait:
+    """``step_async`` and ``step_wait`` for a backend whose step runs in the caller's thread: the actions are
+    kept, and stepped when the result is asked for."""
+
+    _actions: Any = None
+
+    def step(self, actions: Any) -> StepResult:
+        raise NotImplementedError
+
+    def step_async(self, actions: Any) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> StepResult:
+        assert self._actions is not None, "step_async comes first"
+        actions, self._actions = self._actions, None
+        return self.step(actions)
+
+
 @runtime_checkable
 class SavableEnv(Protocol):
     """An env whose state mid-episode a checkpoint can hold (gymnasium's and envpool's backends; not

@@ -120,7 +120,8 @@ def resolve_backend(env_id: str, backend: str) -> str:
     env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k); for those and for the
     ids only gymnasium can have (``_gymnasium_only``) envpool is not imported, 1.5-2 s of every process
     saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError. ``torch``
-    (tasks written in torch, on the training device) is chosen by name alone."""
+    (tasks written in torch, on the training device) is chosen by name alone; ``playground`` (MuJoCo
+    Playground's MJX tasks, on the training device) by name, or by ``auto`` for a name only it has."""
     if is_pettingzoo(env_id):
         if backend != "auto":
             raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
@@ -130,6 +131,13 @@ def resolve_backend(env_id: str, backend: str) -> str:
         from rlcli.envs.torch_backend import torch_task
 
         torch_task(env_id)  # a UsageError naming the tasks it has
+        return backend
+    if backend == "playground":
+        from rlcli.envs.playground_backend import playground_available, playground_name
+
+        if playground_name(env_id) is None:
+            hint = "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"
+            raise UsageError(f"MuJoCo Playground has no task '{env_id}'{hint}")
         return backend
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
@@ -141,6 +149,8 @@ def resolve_backend(env_id: str, backend: str) -> str:
     if backend == "gymnasium" and not on_gym:
         raise UsageError(unknown_env_message(env_id))
     if backend == "auto":
+        if not (on_envpool or on_gym) and _playground_only(env_id):
+            return "playground"
         if not (on_envpool or on_gym):
             raise UsageError(unknown_env_message(env_id))
         backend = "envpool" if on_envpool else "gymnasium"
@@ -148,6 +158,12 @@ def resolve_backend(env_id: str, backend: str) -> str:
     if extra is not None:  # gymnasium lists MuJoCo ids without MuJoCo; say so now, not when the env is made
         raise UsageError(missing_extra_message(env_id, extra))
     return backend
+
+
+def _playground_only(env_id: str) -> bool:
+    from rlcli.envs.playground_backend import playground_name
+
+    return playground_name(env_id) is not None
 
 
 def _is_classic_control(env_id: str) -> bool:
@@ -321,7 +337,8 @@ def env_group(env_id: str) -> str:
     if env_id.startswith(ATARI_PREFIX) or (gym_id or "").startswith(ATARI_PREFIX):
         return "atari"
     if gym_id is None:  # envpool's alone, or an Atari id whose packages are missing
-        domain = _envpool_domains().get(env_id)
+        # a MuJoCo Playground name without envpool's -v1 (CartpoleBalance) takes its envpool task's group
+        domain = _envpool_domains().get(env_id) or _envpool_domains().get(f"{env_id}-v1")
         if domain == "atari" or (domain is None and looks_atari(env_id)):
             return "atari"
         if domain == "mujoco.dmc":  # DeepMind Control Suite tasks, as envpool ships them

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcli.envs.base import StepResult
+from rlcli.envs.base import SteppedOnWait, StepResult
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.errors import UsageError
 
@@ -143,7 +143,7 @@ def torch_task(env_id: str) -> Physics:
                          "use --backend auto") from None
 
 
-class TorchVecEnv:
+class TorchVecEnv(SteppedOnWait):
     """``num_envs`` envs of a torch task on ``device``; its arrays are tensors there. The tensors a step
     returns are the caller's: the env never writes to them again."""
 
@@ -164,7 +164,6 @@ class TorchVecEnv:
         self.single_action_space = self.physics.action_space
         self.single_action_space.seed(seed)
         self.generator = torch.Generator(self.device)
-        self._actions: torch.Tensor | None = None
         self.reset()
 
     def reset(self) -> torch.Tensor:
@@ -187,13 +186,6 @@ class TorchVecEnv:
         self.done = terminated | truncated
         return StepResult(self.physics.observe(self.physical), reward, terminated, truncated, reward, self.done)
 
-    def step_async(self, actions: torch.Tensor) -> None:
-        self._actions = actions
-
-    def step_wait(self) -> StepResult[torch.Tensor]:
-        assert self._actions is not None, "step_async comes first"
-        actions, self._actions = self._actions, None
-        return self.step(actions)
 
     def state(self) -> Snapshot:
         """The envs' physical states, steps into their episodes, which ended, and the generator's state."""
@@ -210,36 +202,3 @@ class TorchVecEnv:
 
     def close(self) -> None:
         pass
-
-
-class HostArrays:
-    """A device-resident env seen through numpy arrays, for the loops that read every step on the host
-    (evaluation, play, export's check, the off-policy learner's replay bookkeeping)."""
-
-    def __init__(self, env: TorchVecEnv) -> None:
-        self.env = env
-        self.backend, self.num_envs, self.obs_layout = env.backend, env.num_envs, env.obs_layout
-        self.single_observation_space = env.single_observation_space
-        self.single_action_space = env.single_action_space
-
-    def reset(self) -> np.ndarray:
-        return self.env.reset().cpu().numpy()
-
-    def step(self, actions: np.ndarray) -> StepResult[np.ndarray]:
-        result = self.env.step(torch.as_tensor(np.asarray(actions), device=self.env.device))
-        return StepResult(*(x.cpu().numpy() for x in result))
-
-    def step_async(self, actions: np.ndarray) -> None:
-        self._actions = actions
-
-    def step_wait(self) -> StepResult[np.ndarray]:
-        return self.step(self._actions)
-
-    def state(self) -> Snapshot:
-        return self.env.state()
-
-    def load_state(self, snapshot: Snapshot) -> None:
-        self.env.load_state(snapshot)
-
-    def close(self) -> None:
-        self.env.close()

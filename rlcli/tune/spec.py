@@ -40,7 +40,7 @@ class TuneSpec(Frozen):
     jobs: Annotated[int, Field(gt=0)] = 1
     threads: Annotated[int, Field(gt=0)] | None = None  # torch (and envpool) threads per worker
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    backend: Literal["auto", "envpool", "gymnasium", "torch"] = "auto"
+    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
     env_module: str | None = None
     seed: int = 0
 

@@ -16,7 +16,8 @@ from rlcli.algos.learners import RolloutCollector
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.cli import app
 from rlcli.envs import ResidentEnv, make_vec_env
-from rlcli.envs.torch_backend import HostArrays, TorchVecEnv
+from rlcli.envs.host import HostArrays
+from rlcli.envs.torch_backend import TorchVecEnv
 from rlcli.errors import UsageError
 from rlcli.training.train import train
 from tests.training.test_resume_exact import ITERATION, _assert_same_run, _interrupt_at, _interrupted_then_resumed
@@ -55,12 +56,13 @@ def test_its_first_states_are_gymnasiums_ranges_and_a_seed_repeats_them():
     assert angle.min() < -3.0 and angle.max() > 3.0 and pendulum.physical[:, 1].abs().max() <= 1.0
 
 
-def test_a_rollout_on_a_resident_env_reads_nothing_back_to_the_host(monkeypatch):
-    """No value of a tensor is read on the host while the collector steps a resident env (no .item(), no
-    bool(), no .numpy(), no .tolist()): on a GPU, nothing would wait for the device in the loop."""
-    env = make_vec_env("CartPole-v1", 8, 0, "torch", device="cpu")
-    cfg = PPOConfig(n_envs=8, n_steps=64, minibatch_size=128, normalize_obs=True, normalize_reward=True)
-    agent = PPO(cfg, env.single_observation_space, env.single_action_space, 8, torch.device("cpu"))
+def rollout_host_reads(env, monkeypatch, n_steps=64):
+    """What a PPO rollout of ``n_steps`` on the resident ``env`` read of its tensors on the host (``.item()``,
+    ``bool()``, ``.numpy()``, ``.tolist()``, ``__array__``), with its buffer and collector."""
+    n = env.num_envs
+    cfg = PPOConfig(n_envs=n, n_steps=n_steps, minibatch_size=n * n_steps // 4, normalize_obs=True,
+                    normalize_reward=True)
+    agent = PPO(cfg, env.single_observation_space, env.single_action_space, n, torch.device("cpu"))
     collector = RolloutCollector(env, agent, cfg.n_steps, overlap=True)
     reads: list[str] = []
 
@@ -70,13 +72,21 @@ def test_a_rollout_on_a_resident_env_reads_nothing_back_to_the_host(monkeypatch)
                 reads.append("a scalar")
             return func(*args, **(kwargs or {}))
 
-    for name in ("numpy", "tolist", "__array__"):
-        original = getattr(torch.Tensor, name)
-        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, f=original, n=name, **k: reads.append(n) or f(
-            self, *a, **k))
-    with HostReads():
-        buffer = collector.collect()
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        for name in ("numpy", "tolist", "__array__"):
+            original = getattr(torch.Tensor, name)
+            patch.setattr(torch.Tensor, name, lambda self, *a, f=original, n=name, **k: reads.append(n) or f(
+                self, *a, **k))
+        with HostReads():
+            buffer = collector.collect()
+    return reads, buffer, collector
+
+
+def test_a_rollout_on_a_resident_env_reads_nothing_back_to_the_host(monkeypatch):
+    """No value of a tensor is read on the host while the collector steps a resident env: on a GPU, nothing
+    would wait for the device in the loop."""
+    env = make_vec_env("CartPole-v1", 8, 0, "torch", device="cpu")
+    reads, buffer, collector = rollout_host_reads(env, monkeypatch)
     assert reads == []
     assert buffer.dones.any()  # 64 steps of a random policy end episodes: the resets were on the device too
     returns, lengths = collector.episodes.drain()

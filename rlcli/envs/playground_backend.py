@@ -1,0 +1,184 @@
+"""MuJoCo Playground backend: its tasks (MJX, on JAX) stepped as one jit-compiled function over the batch of
+envs, on the JAX device that matches the training device, handed to torch through DLPack without a copy.
+
+Playground's own wrappers reset a finished env within the step that ends it (the final observation is lost)
+and, by default, to the same first state every episode; this backend keeps rlcli's rule instead (see
+``rlcli.envs.base``): the step after a done ignores its action and returns a fresh first observation with
+reward 0, drawn with a new key; the observation that comes with a done is the real final one; the task's
+``episode_length`` is a truncation. The reset is computed only in steps where some env resets
+(``lax.cond`` inside the compiled step), so nothing is read back to the host. A Dict observation (``state``
+and ``privileged_state``) is flattened on the device in the layout the networks read.
+
+Tasks are named as Playground names them (``CartpoleBalance``, ``Go1JoystickFlatTerrain``) or with envpool's
+``-v1`` suffix (``CartpoleBalance-v1``), so a task envpool steps on the CPU moves to the GPU with --backend.
+They run on Playground's pure-JAX MJX (``impl: jax``): its MuJoCo-Warp default compiles 35 s of kernels and
+steps about 15x slower on a CPU. A task whose model files Playground fetches from the network at first use
+(the robots of MuJoCo Menagerie) needs them in place beforehand.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property, partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcli.envs.base import SteppedOnWait, StepResult
+from rlcli.envs.layout import ObsLayout, flat_space, layout_of
+from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
+from rlcli.errors import UsageError
+
+SUFFIX = "-v1"  # envpool's spelling of the same tasks
+
+
+def playground_available() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("mujoco_playground") is not None
+
+
+def playground_name(env_id: str) -> str | None:
+    """Playground's name for ``env_id``, None where it has no such task (or is not installed)."""
+    if not playground_available():
+        return None
+    from mujoco_playground import registry
+
+    name = env_id.removesuffix(SUFFIX)
+    return name if name in registry.ALL_ENVS else None
+
+
+def jax_device(device: torch.device) -> Any:
+    """The JAX device that shares memory with torch's ``device``."""
+    import jax
+
+    if device.type == "cuda":
+        return jax.devices("cuda")[device.index or 0]
+    if device.type != "cpu":
+        raise UsageError(f"the playground backend runs on a CPU or a CUDA device, not {device.type}")
+    return jax.devices("cpu")[0]
+
+
+class PlaygroundVecEnv(SteppedOnWait):
+    """``num_envs`` envs of a Playground task on the JAX device matching ``device``; its arrays are torch
+    tensors there. ``kwargs`` override the task's config (e.g. ``episode_length``, ``ctrl_dt``)."""
+
+    backend = "playground"
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device | str = "cpu",
+                 kwargs: dict[str, Any] | None = None) -> None:
+        import jax
+        from mujoco_playground import registry
+
+        name = playground_name(env_id)
+        if name is None:
+            raise UsageError(f"MuJoCo Playground has no task '{env_id}'" + (
+                "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"))
+        overrides = {"impl": "jax", **(kwargs or {})}
+        try:
+            self._task = registry.load(name, config_overrides=overrides)
+        except Exception as e:  # a config key the task lacks, a model file it cannot fetch
+            detail = " ".join(str(e).split())
+            raise UsageError(f"MuJoCo Playground's {name} could not be made: {type(e).__name__}: {detail}") from e
+        self.env_id, self.num_envs, self.seed = env_id, num_envs, seed
+        self.device = torch.device(device)
+        self._jax_device = jax_device(self.device)
+        self.episode_length = int(self._task._config.episode_length)
+        size = self._task.action_size
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (size,), dtype=np.float32)
+        shapes = self._task.observation_size
+        space = gym.spaces.Dict({k: gym.spaces.Box(-np.inf, np.inf, tuple(v), np.float32) for k, v in shapes.items()}) \
+            if isinstance(shapes, dict) else gym.spaces.Box(-np.inf, np.inf, (int(np.prod(shapes)),), np.float32)
+        self.obs_layout: ObsLayout | None = layout_of(space, None, self.single_action_space)
+        self.single_observation_space = space if self.obs_layout is None else flat_space(self.obs_layout)
+        self.single_action_space.seed(seed)
+        with jax.default_device(self._jax_device):
+            self._reset, self._step = jax.jit(self._reset_all), jax.jit(self._step_all)
+        self.reset()
+
+    def _flat(self, obs: Any) -> Any:
+        import jax.numpy as jnp
+
+        if self.obs_layout is None:
+            return obs.reshape(self.num_envs, -1)
+        return jnp.concatenate([obs[key].reshape(self.num_envs, -1) for key in self.obs_layout.keys], axis=1)
+
+    def _reset_all(self, key: Any) -> tuple[Any, ...]:
+        import jax
+        import jax.numpy as jnp
+
+        key, first = jax.random.split(key)
+        state = jax.vmap(self._task.reset)(jax.random.split(first, self.num_envs))
+        zeros = jnp.zeros(self.num_envs, dtype=jnp.int32)
+        return state, zeros, jnp.zeros(self.num_envs, dtype=bool), key, self._flat(state.obs)
+
+    def _step_all(self, carry: tuple[Any, ...], actions: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        import jax
+        import jax.numpy as jnp
+
+        state, elapsed, resetting, key = carry
+        stepped = jax.vmap(self._task.step)(state, actions)
+        key, fresh_key = jax.random.split(key)
+
+        def with_resets(stepped: Any) -> Any:
+            fresh = jax.vmap(self._task.reset)(jax.random.split(fresh_key, self.num_envs))
+            # fresh first states where an env resets, by rows: every leaf of the state has the env axis first
+            pick = partial(lambda new, old: jnp.where(resetting.reshape((-1,) + (1,) * (old.ndim - 1)), new, old))
+            return jax.tree_util.tree_map(pick, fresh, stepped)
+
+        state = jax.lax.cond(resetting.any(), with_resets, lambda s: s, stepped)
+        elapsed = jnp.where(resetting, 0, elapsed + 1)
+        terminated = (stepped.done > 0) & ~resetting
+        truncated = elapsed >= self.episode_length
+        reward = jnp.where(resetting, 0.0, state.reward).astype(jnp.float32)
+        done = terminated | truncated
+        obs = self._flat(state.obs).astype(jnp.float32)
+        return (state, elapsed, done, key), (obs, reward, terminated, truncated, done)
+
+    def reset(self) -> torch.Tensor:
+        import jax
+
+        with jax.default_device(self._jax_device):
+            state, elapsed, done, key, obs = self._reset(jax.random.PRNGKey(self.seed))
+        self._carry = jax.device_put((state, elapsed, done, key), self._jax_device)
+        return torch.from_dlpack(obs)
+
+    def step(self, actions: torch.Tensor | np.ndarray) -> StepResult[torch.Tensor]:
+        import jax.numpy as jnp
+
+        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
+        moved = jnp.from_dlpack(actions.reshape(self.num_envs, -1).contiguous())
+        self._carry, out = self._step(self._carry, moved)
+        obs, reward, terminated, truncated, done = (torch.from_dlpack(x) for x in out)
+        return StepResult(obs, reward, terminated, truncated, reward, done)
+
+
+    @cached_property
+    def _structure(self) -> Any:
+        import jax
+
+        return jax.tree_util.tree_structure(self._carry)
+
+    def state(self) -> Snapshot:
+        """Every leaf of the envs' JAX state (MJX's data, the task's info), the steps into each episode, which
+        ended, and the key the next resets draw from."""
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(self._carry)
+        return Snapshot({"env_id": self.env_id, "leaves": len(leaves)},
+                        {f"leaf{i}": torch.from_numpy(np.array(leaf)) for i, leaf in enumerate(leaves)})
+
+    def load_state(self, snapshot: Snapshot) -> None:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(self._carry)
+        saved = [snapshot.tensors.get(f"leaf{i}") for i in range(len(leaves))]
+        if snapshot.values.get("env_id") != self.env_id or snapshot.values.get("leaves") != len(leaves) or any(
+                t is None or tuple(t.shape) != tuple(leaf.shape) for t, leaf in zip(saved, leaves, strict=True)):
+            raise EnvStateUnreadable(f"the saved envs are not {self.num_envs} of {self.env_id} on Playground")
+        arrays = [np.asarray(snapshot.tensors[f"leaf{i}"].numpy(), dtype=leaf.dtype) for i, leaf in enumerate(leaves)]
+        self._carry = jax.device_put(jax.tree_util.tree_unflatten(self._structure, arrays), self._jax_device)
+
+    def close(self) -> None:
+        pass

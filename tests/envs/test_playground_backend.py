@@ -1,0 +1,100 @@
+"""MuJoCo Playground's MJX tasks on JAX's CPU device, through the device-resident contract: rlcli's auto-reset
+rule (the final observation kept, the reset on the next step, fresh first states), tensors shared with JAX, a
+rollout that reads nothing back to the host, and a state that a checkpoint restores exactly."""
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mujoco_playground")
+
+from rlcli.algos import resolve  # noqa: E402
+from rlcli.envs import ResidentEnv, make_vec_env  # noqa: E402
+from rlcli.envs.host import HostArrays  # noqa: E402
+from rlcli.errors import UsageError  # noqa: E402
+from rlcli.training.train import train  # noqa: E402
+from tests.envs.test_torch_backend import rollout_host_reads  # noqa: E402
+
+LIMIT = {"episode_length": 12}
+
+
+@pytest.fixture(scope="module")
+def env():
+    made = make_vec_env("CartpoleBalance-v1", 4, 7, "playground", kwargs=LIMIT, device="cpu")
+    assert isinstance(made, ResidentEnv) and made.device == torch.device("cpu")
+    return made
+
+
+def test_the_time_limit_is_a_truncation_with_the_real_final_observation_and_the_next_step_resets(env):
+    first = env.reset()
+    assert first.shape == (4, 5) and first.dtype == torch.float32
+    pushes = torch.ones(4, 1)
+    seen = [first]
+    for t in range(12):
+        result = env.step(pushes)
+        assert not result.terminated.any() and bool(result.truncated.all()) == (t == 11)
+        assert torch.equal(result.game_over, result.terminated | result.truncated)
+        seen.append(result.obs)
+    # the final observation continues the episode: the cart, pushed for 12 steps, moved on from the step before
+    assert (seen[-1] - seen[-2]).abs().max() < 0.5 and not torch.allclose(seen[-1], first)
+    reset = env.step(pushes)
+    assert torch.equal(reset.reward, torch.zeros(4)) and not (reset.terminated | reset.truncated).any()
+    # a new first state, drawn with a new key: not the first episode's
+    assert not torch.allclose(reset.obs, first) and (reset.obs - first).abs().max() < 1.0
+    after = env.step(pushes)
+    assert (after.reward > 0).all()
+
+
+def test_a_step_shares_jaxs_memory_and_async_then_wait_is_step(env):
+    env.reset()
+    snapshot = env.state()
+    rng = np.random.default_rng(0)
+    actions = [torch.from_numpy(rng.uniform(-1, 1, (4, 1)).astype(np.float32)) for _ in range(20)]
+    stepped = [env.step(a) for a in actions]
+    env.load_state(snapshot)
+    for a, expected in zip(actions, stepped, strict=True):
+        env.step_async(a)
+        waited = env.step_wait()
+        for x, y in zip(waited, expected, strict=True):
+            assert torch.equal(x, y)
+    import jax.numpy as jnp
+
+    shared = jnp.arange(3.0)
+    assert torch.from_dlpack(shared).data_ptr() == shared.unsafe_buffer_pointer()
+
+
+def test_a_saved_state_mid_episode_steps_on_exactly_as_the_envs_did(env):
+    env.reset()
+    for _ in range(5):
+        env.step(torch.full((4, 1), 0.3))
+    saved = env.state()
+    later = [env.step(torch.full((4, 1), -0.5)) for _ in range(10)]  # through a truncation and its reset
+    assert any(bool(r.truncated.any()) for r in later)
+    env.reset()
+    env.load_state(saved)
+    for expected in later:
+        again = env.step(torch.full((4, 1), -0.5))
+        assert all(torch.equal(x, y) for x, y in zip(again, expected, strict=True))
+
+
+def test_a_ppo_rollout_on_it_reads_nothing_back_to_the_host(monkeypatch, env):
+    reads, buffer, _ = rollout_host_reads(env, monkeypatch, n_steps=30)
+    assert reads == [] and buffer.dones.any()
+
+
+def test_a_run_trains_and_resumes_and_evaluates_through_numpy(tmp_path):
+    cfg = resolve("ppo", "CartpoleBalance", backend="playground", torch_threads=1, seed=1, eval_every=0,
+                  eval_episodes=2, overrides={"steps": 2 * 4 * 32, "n_envs": 4, "n_steps": 32, "minibatch_size": 64,
+                                              "n_epochs": 1, "env_kwargs": {"episode_length": 50}})
+    assert cfg.env.backend == "playground" and cfg.algo.normalize_obs  # the dmc group's entry
+    state = train(cfg, tmp_path / "run")
+    assert state.step == 256 and state.eval_return is not None and 0 < state.eval_return <= 50
+    env = make_vec_env("CartpoleBalance", 2, 0, "playground", kwargs={"episode_length": 5})
+    assert isinstance(env, HostArrays) and isinstance(env.step(np.zeros((2, 1), np.float32)).obs, np.ndarray)
+
+
+def test_unknown_tasks_and_rendering_are_one_line():
+    with pytest.raises(UsageError, match="MuJoCo Playground has no task 'Hopper-v5'"):
+        make_vec_env("Hopper-v5", 1, 0, "playground")
+    with pytest.raises(UsageError, match="does not render MuJoCo Playground's tasks"):
+        make_vec_env("CartpoleBalance", 1, 0, "playground", render_mode="rgb_array")
