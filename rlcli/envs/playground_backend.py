@@ -18,7 +18,9 @@ steps about 15x slower on a CPU. A task whose model files Playground fetches fro
 
 from __future__ import annotations
 
+import os
 from functools import cached_property, partial
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -47,6 +49,16 @@ def playground_name(env_id: str) -> str | None:
 
     name = env_id.removesuffix(SUFFIX)
     return name if name in registry.ALL_ENVS else None
+
+
+def use_compilation_cache() -> None:
+    """JAX's on-disk cache of compiled steps, in rlcli's cache folder unless the user named one: a second
+    run (or a second env of the same task and batch size) loads the step instead of compiling it again."""
+    import jax
+
+    if not jax.config.jax_compilation_cache_dir:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        jax.config.update("jax_compilation_cache_dir", str(base / "rlcli" / "jax"))
 
 
 def jax_device(device: torch.device) -> Any:
@@ -93,6 +105,7 @@ class PlaygroundVecEnv(SteppedOnWait):
         self.obs_layout: ObsLayout | None = layout_of(space, None, self.single_action_space)
         self.single_observation_space = space if self.obs_layout is None else flat_space(self.obs_layout)
         self.single_action_space.seed(seed)
+        use_compilation_cache()
         with jax.default_device(self._jax_device):
             self._reset, self._step = jax.jit(self._reset_all), jax.jit(self._step_all)
         self.reset()

@@ -1,6 +1,9 @@
 """MuJoCo Playground's MJX tasks on JAX's CPU device, through the device-resident contract: rlcli's auto-reset
 rule (the final observation kept, the reset on the next step, fresh first states), tensors shared with JAX, a
-rollout that reads nothing back to the host, and a state that a checkpoint restores exactly."""
+rollout that reads nothing back to the host, a state that a checkpoint restores exactly, and a run that
+resumes after Ctrl-C to the bit."""
+
+import json
 
 import numpy as np
 import pytest
@@ -11,9 +14,16 @@ pytest.importorskip("mujoco_playground")
 from rlcli.algos import resolve  # noqa: E402
 from rlcli.envs import ResidentEnv, make_vec_env  # noqa: E402
 from rlcli.envs.host import HostArrays  # noqa: E402
+from rlcli.envs.playground_backend import PlaygroundVecEnv  # noqa: E402
 from rlcli.errors import UsageError  # noqa: E402
 from rlcli.training.train import train  # noqa: E402
 from tests.envs.test_torch_backend import rollout_host_reads  # noqa: E402
+from tests.training.test_resume_exact import (  # noqa: E402
+    ITERATION,
+    _assert_same_run,
+    _interrupt_at,
+    _interrupted_then_resumed,
+)
 
 LIMIT = {"episode_length": 12}
 
@@ -82,13 +92,22 @@ def test_a_ppo_rollout_on_it_reads_nothing_back_to_the_host(monkeypatch, env):
     assert reads == [] and buffer.dones.any()
 
 
-def test_a_run_trains_and_resumes_and_evaluates_through_numpy(tmp_path):
+def test_ctrl_c_in_a_rollout_then_resume_equals_an_uninterrupted_run_evaluated_through_numpy(tmp_path,
+                                                                                            monkeypatch):
+    small = {"steps": 4 * ITERATION, "n_envs": 4, "n_steps": 32, "minibatch_size": 64, "n_epochs": 1,
+             "env_kwargs": {"episode_length": 50}}
     cfg = resolve("ppo", "CartpoleBalance", backend="playground", torch_threads=1, seed=1, eval_every=0,
-                  eval_episodes=2, overrides={"steps": 2 * 4 * 32, "n_envs": 4, "n_steps": 32, "minibatch_size": 64,
-                                              "n_epochs": 1, "env_kwargs": {"episode_length": 50}})
-    assert cfg.env.backend == "playground" and cfg.algo.normalize_obs  # the dmc group's entry
-    state = train(cfg, tmp_path / "run")
-    assert state.step == 256 and state.eval_return is not None and 0 < state.eval_return <= 50
+                  eval_episodes=2, overrides=small)
+    assert cfg.algo.normalize_obs and cfg.algo.clip_value == 0.2  # the dmc group's entry
+    state = train(cfg, tmp_path / "whole")
+    assert state.eval_return is not None and 0 < state.eval_return <= 50  # evaluated through numpy
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, PlaygroundVecEnv, "step_wait", 2 * 32 + 5)
+        saved = _interrupted_then_resumed(cfg, tmp_path / "cut")
+    assert saved == 3 * ITERATION
+    train(cfg, tmp_path / "cut", resume=True)
+    assert json.loads((tmp_path / "cut" / "meta.json").read_text())["resumes"] == [{"step": saved, "exact": True}]
+    _assert_same_run(tmp_path / "cut", tmp_path / "whole")
     env = make_vec_env("CartpoleBalance", 2, 0, "playground", kwargs={"episode_length": 5})
     assert isinstance(env, HostArrays) and isinstance(env.step(np.zeros((2, 1), np.float32)).obs, np.ndarray)
 
