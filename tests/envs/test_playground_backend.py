@@ -3,8 +3,6 @@ rule (the final observation kept, the reset on the next step, fresh first states
 rollout that reads nothing back to the host, a state that a checkpoint restores exactly, and a run that
 resumes after Ctrl-C to the bit."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -16,14 +14,8 @@ from rlcli.envs import ResidentEnv, make_vec_env  # noqa: E402
 from rlcli.envs.host import HostArrays  # noqa: E402
 from rlcli.envs.playground_backend import PlaygroundVecEnv  # noqa: E402
 from rlcli.errors import UsageError  # noqa: E402
-from rlcli.training.train import train  # noqa: E402
 from tests.envs.test_torch_backend import rollout_host_reads  # noqa: E402
-from tests.training.test_resume_exact import (  # noqa: E402
-    ITERATION,
-    _assert_same_run,
-    _interrupt_at,
-    _interrupted_then_resumed,
-)
+from tests.training.test_resume_exact import ITERATION, assert_resumed_after_ctrl_c_is_exact  # noqa: E402
 
 LIMIT = {"episode_length": 12}
 
@@ -99,15 +91,9 @@ def test_ctrl_c_in_a_rollout_then_resume_equals_an_uninterrupted_run_evaluated_t
     cfg = resolve("ppo", "CartpoleBalance", backend="playground", torch_threads=1, seed=1, eval_every=0,
                   eval_episodes=2, overrides=small)
     assert cfg.algo.normalize_obs and cfg.algo.clip_value == 0.2  # the dmc group's entry
-    state = train(cfg, tmp_path / "whole")
-    assert state.eval_return is not None and 0 < state.eval_return <= 50  # evaluated through numpy
-    with monkeypatch.context() as patch:
-        _interrupt_at(patch, PlaygroundVecEnv, "step_wait", 2 * 32 + 5)
-        saved = _interrupted_then_resumed(cfg, tmp_path / "cut")
-    assert saved == 3 * ITERATION
-    train(cfg, tmp_path / "cut", resume=True)
-    assert json.loads((tmp_path / "cut" / "meta.json").read_text())["resumes"] == [{"step": saved, "exact": True}]
-    _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+    whole = assert_resumed_after_ctrl_c_is_exact(cfg, tmp_path, monkeypatch, PlaygroundVecEnv, 2 * 32 + 5,
+                                                 3 * ITERATION)
+    assert whole.eval_return is not None and 0 < whole.eval_return <= 50  # evaluated through numpy
     env = make_vec_env("CartpoleBalance", 2, 0, "playground", kwargs={"episode_length": 5})
     assert isinstance(env, HostArrays) and isinstance(env.step(np.zeros((2, 1), np.float32)).obs, np.ndarray)
 

@@ -20,7 +20,7 @@ from rlcli.envs.host import HostArrays
 from rlcli.envs.torch_backend import TorchVecEnv
 from rlcli.errors import UsageError
 from rlcli.training.train import train
-from tests.training.test_resume_exact import ITERATION, _assert_same_run, _interrupt_at, _interrupted_then_resumed
+from tests.training.test_resume_exact import ITERATION, assert_resumed_after_ctrl_c_is_exact
 
 
 @pytest.mark.parametrize(("env_id", "actions"), [
@@ -110,14 +110,7 @@ def test_ctrl_c_in_a_rollout_then_resume_equals_an_uninterrupted_run(tmp_path, m
     cfg = resolve("ppo", "CartPole-v1", backend="torch", eval_every=4 * ITERATION, eval_episodes=2, torch_threads=1,
                   seed=5, overrides={"n_envs": 4, "n_steps": 32, "minibatch_size": 64, "n_epochs": 2,
                                      "normalize_obs": True, "normalize_reward": True, "steps": 12 * ITERATION})
-    train(cfg, tmp_path / "whole")
-    with monkeypatch.context() as patch:
-        _interrupt_at(patch, TorchVecEnv, "step_wait", 5 * 32 + 7)
-        saved = _interrupted_then_resumed(cfg, tmp_path / "cut")
-    assert saved == 6 * ITERATION
-    train(cfg, tmp_path / "cut", resume=True)
-    assert json.loads((tmp_path / "cut" / "meta.json").read_text())["resumes"] == [{"step": saved, "exact": True}]
-    _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+    assert_resumed_after_ctrl_c_is_exact(cfg, tmp_path, monkeypatch, TorchVecEnv, 5 * 32 + 7, 6 * ITERATION)
 
 
 def test_without_a_device_it_is_numpy_and_off_policy_learners_take_it(tmp_path):

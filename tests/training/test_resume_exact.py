@@ -71,6 +71,20 @@ def _interrupted_then_resumed(cfg, run_dir):
     return meta["steps"]
 
 
+def assert_resumed_after_ctrl_c_is_exact(cfg, tmp_path, patch, env_class, call, saved_at):
+    """``cfg`` trained whole, and again with a Ctrl-C in ``env_class.step_wait``'s ``call``-th call, saved at
+    step ``saved_at`` and resumed: the two runs are the same to the bit. Returns the whole run's end state."""
+    whole = train(cfg, tmp_path / "whole")
+    with patch.context() as inner:
+        _interrupt_at(inner, env_class, "step_wait", call)
+        saved = _interrupted_then_resumed(cfg, tmp_path / "cut")
+    assert saved == saved_at
+    train(cfg, tmp_path / "cut", resume=True)
+    assert json.loads((tmp_path / "cut" / "meta.json").read_text())["resumes"] == [{"step": saved, "exact": True}]
+    _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+    return whole
+
+
 @pytest.mark.parametrize(("env_id", "overrides"), [
     ("CartPole-v1", FEED_FORWARD),
     ("CartPoleNoVel-v1", {**RECURRENT, "network": {**SMALL_MEMORY, "recurrent": "lstm"}}),
