@@ -161,9 +161,11 @@ def resolve_backend(env_id: str, backend: str) -> str:
 
 
 def _playground_only(env_id: str) -> bool:
+    """Whether MuJoCo Playground has ``env_id``, asked only of an unversioned name (Playground's spelling):
+    its registry imports JAX, seconds that a mistyped gymnasium id should not wait for."""
     from rlcli.envs.playground_backend import playground_name
 
-    return playground_name(env_id) is not None
+    return not _VERSIONED.fullmatch(env_id) and playground_name(env_id) is not None
 
 
 def _is_classic_control(env_id: str) -> bool:
