@@ -9,8 +9,9 @@ reward 0, drawn with a new key; the observation that comes with a done is the re
 (``lax.cond`` inside the compiled step), so nothing is read back to the host. A Dict observation (``state``
 and ``privileged_state``) is flattened on the device in the layout the networks read.
 
-Tasks are named as Playground names them (``CartpoleBalance``, ``Go1JoystickFlatTerrain``) or with envpool's
-``-v1`` suffix (``CartpoleBalance-v1``), so a task envpool steps on the CPU moves to the GPU with --backend.
+Tasks are named as Playground names them (``CartpoleBalance``, ``Go1JoystickFlatTerrain``) or as envpool does
+(``CartpoleBalance-v1``, ``MuJoCoPlayground/Go1JoystickFlatTerrain-v1``), so a task envpool steps on the CPU
+moves to the GPU with --backend.
 They run on Playground's pure-JAX MJX (``impl: jax``): its MuJoCo-Warp default compiles 35 s of kernels and
 steps about 15x slower on a CPU. A task whose model files Playground fetches from the network at first use
 (the robots of MuJoCo Menagerie) needs them in place beforehand.
@@ -32,7 +33,7 @@ from rlcli.envs.layout import ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.errors import UsageError
 
-SUFFIX = "-v1"  # envpool's spelling of the same tasks
+PREFIX, SUFFIX = "MuJoCoPlayground/", "-v1"  # envpool's spellings of the same tasks
 
 
 def playground_available() -> bool:
@@ -47,7 +48,7 @@ def playground_name(env_id: str) -> str | None:
         return None
     from mujoco_playground import registry
 
-    name = env_id.removesuffix(SUFFIX)
+    name = env_id.removeprefix(PREFIX).removesuffix(SUFFIX)
     return name if name in registry.ALL_ENVS else None
 
 
