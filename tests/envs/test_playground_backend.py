@@ -12,7 +12,8 @@ pytest.importorskip("mujoco_playground")
 from rlcli.algos import resolve  # noqa: E402
 from rlcli.envs import ResidentEnv, make_vec_env  # noqa: E402
 from rlcli.envs.host import HostArrays  # noqa: E402
-from rlcli.envs.playground_backend import PlaygroundVecEnv  # noqa: E402
+from rlcli.envs.playground_backend import PlaygroundVecEnv, playground_name  # noqa: E402
+from rlcli.envs.registry import env_group, resolve_backend  # noqa: E402
 from rlcli.errors import UsageError  # noqa: E402
 from tests.envs.test_torch_backend import rollout_host_reads  # noqa: E402
 from tests.training.test_resume_exact import ITERATION, assert_resumed_after_ctrl_c_is_exact  # noqa: E402
@@ -96,6 +97,15 @@ def test_ctrl_c_in_a_rollout_then_resume_equals_an_uninterrupted_run_evaluated_t
     assert whole.eval_return is not None and 0 < whole.eval_return <= 50  # evaluated through numpy
     env = make_vec_env("CartpoleBalance", 2, 0, "playground", kwargs={"episode_length": 5})
     assert isinstance(env, HostArrays) and isinstance(env.step(np.zeros((2, 1), np.float32)).obs, np.ndarray)
+
+
+def test_its_names_are_playgrounds_and_envpools_and_auto_picks_it_only_for_its_own():
+    assert [playground_name(n) for n in ("CartpoleBalance", "CartpoleBalance-v1", "Hopper-v5",
+                                         "MuJoCoPlayground/Go1JoystickFlatTerrain-v1")] == [
+        "CartpoleBalance", "CartpoleBalance", None, "Go1JoystickFlatTerrain"]
+    assert resolve_backend("CartpoleBalance", "auto") == "playground"
+    assert resolve_backend("CartpoleBalance-v1", "playground") == "playground"
+    assert env_group("CartpoleBalance") == "dmc" and env_group("Go1JoystickFlatTerrain") == "playground"
 
 
 def test_unknown_tasks_and_rendering_are_one_line():
