@@ -6,8 +6,9 @@ and, by default, to the same first state every episode; this backend keeps rlcli
 ``rlcli.envs.base``): the step after a done ignores its action and returns a fresh first observation with
 reward 0, drawn with a new key; the observation that comes with a done is the real final one; the task's
 ``episode_length`` is a truncation. The reset is computed only in steps where some env resets
-(``lax.cond`` inside the compiled step), so nothing is read back to the host. A Dict observation (``state``
-and ``privileged_state``) is flattened on the device in the layout the networks read.
+(``lax.cond`` inside the compiled step; on a GPU, XLA may read that one flag back each step, not yet
+measured). A Dict observation (``state`` and ``privileged_state``) is flattened on the device in the layout
+the networks read.
 
 Tasks are named as Playground names them (``CartpoleBalance``, ``Go1JoystickFlatTerrain``) or as envpool does
 (``CartpoleBalance-v1``, ``MuJoCoPlayground/Go1JoystickFlatTerrain-v1``), so a task envpool steps on the CPU
@@ -31,7 +32,11 @@ import torch
 from rlcli.envs.base import SteppedOnWait, StepResult
 from rlcli.envs.layout import ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
+from rlcli.envs.torch_backend import on_current_gpu
 from rlcli.errors import UsageError
+
+# JAX's default takes 75% of a GPU's memory at its first use, which torch in the same process then lacks
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 PREFIX, SUFFIX = "MuJoCoPlayground/", "-v1"  # envpool's spellings of the same tasks
 
@@ -67,7 +72,7 @@ def jax_device(device: torch.device) -> Any:
     import jax
 
     if device.type == "cuda":
-        return jax.devices("cuda")[device.index or 0]
+        return jax.devices("cuda")[on_current_gpu(device).index]
     if device.type != "cpu":
         raise UsageError(f"the playground backend runs on a CPU or a CUDA device, not {device.type}")
     return jax.devices("cpu")[0]
@@ -165,7 +170,7 @@ class PlaygroundVecEnv(SteppedOnWait):
         moved = jnp.from_dlpack(actions.reshape(self.num_envs, -1).contiguous())
         self._carry, out = self._step(self._carry, moved)
         obs, reward, terminated, truncated, done = (torch.from_dlpack(x) for x in out)
-        return StepResult(obs, reward, terminated, truncated, reward, done)
+        return StepResult(obs, reward, terminated, truncated, reward.clone(), done)
 
 
     @cached_property

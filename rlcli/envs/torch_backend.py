@@ -135,6 +135,13 @@ class Pendulum:
 TASKS: dict[str, Physics] = {"CartPole-v1": CartPole(), "Pendulum-v1": Pendulum()}
 
 
+def on_current_gpu(device: torch.device) -> torch.device:
+    """``cuda`` as the process's current GPU (a distributed run's own), any other device as it is."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def torch_task(env_id: str) -> Physics:
     try:
         return TASKS[env_id]
@@ -159,7 +166,7 @@ class TorchVecEnv(SteppedOnWait):
                              f"{', '.join(sorted(unknown))}")
         self.max_episode_steps = int((kwargs or {}).get("max_episode_steps", self.physics.max_episode_steps))
         self.env_id, self.num_envs, self.seed = env_id, num_envs, seed
-        self.device = torch.device(device)
+        self.device = on_current_gpu(torch.device(device))
         self.single_observation_space = self.physics.observation_space
         self.single_action_space = self.physics.action_space
         self.single_action_space.seed(seed)
@@ -184,7 +191,9 @@ class TorchVecEnv(SteppedOnWait):
         truncated = self.elapsed >= self.max_episode_steps
         reward = torch.where(resetting, 0.0, reward)
         self.done = terminated | truncated
-        return StepResult(self.physics.observe(self.physical), reward, terminated, truncated, reward, self.done)
+        # the caller's own tensors: the env reads self.done again at the next step
+        return StepResult(self.physics.observe(self.physical), reward, terminated, truncated, reward.clone(),
+                          self.done.clone())
 
 
     def state(self) -> Snapshot:

@@ -42,14 +42,15 @@ def cores_each(sharing: int = 1) -> int:
 
 
 def make_env(cfg: RunConfig, num_envs: int, seed: int, render_mode: str | None = None,
-             threads: int | None = None, resident: bool = False) -> VecEnv:
+             threads: int | None = None, device: torch.device | None = None) -> VecEnv:
     """``num_envs`` envs of the run, env i seeded ``seed + i``; ``threads`` caps envpool's workers where the
-    run's ``env_threads`` does not. ``resident``: a device-resident backend's envs on the run's device, taking
-    and returning tensors there (the training envs); else numpy arrays for every backend."""
+    run's ``env_threads`` does not. ``device``: where a device-resident backend's envs live, taking and
+    returning tensors there (the training envs, on the process's own device); None: numpy arrays for every
+    backend."""
     import_env_module(cfg.env.env_module)
     return make_vec_env(cfg.env.id, num_envs, seed, cfg.env.backend, dict(cfg.env.kwargs),
                         render_mode=render_mode, threads=cfg.env_threads or threads, multiagent=cfg.env.multiagent,
-                        device=resolve_device(cfg.device) if resident else None)
+                        device=device)
 
 
 def check_env_fits(cfg: RunConfig) -> None:

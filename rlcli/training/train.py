@@ -228,7 +228,7 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
     torch.set_num_threads(plan.acting)
     # rank r's envs are those a single process of every rank's envs would seed r * n_envs further on
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start + world.rank * cfg.algo.n_envs,
-                   threads=world.env_threads(cores_each(world.local_size)), resident=True)
+                   threads=world.env_threads(cores_each(world.local_size)), device=world.device(cfg.device))
     eval_env = world.on_lead(make_env, cfg, min(PERIODIC_EVAL_ENVS, cfg.eval.episodes), cfg.seed + 1_000_003)
     sinks: list[MetricSink] = []
     try:
