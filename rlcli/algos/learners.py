@@ -133,8 +133,6 @@ class ResidentEpisodeTracker(EpisodeTracker):
             ended, returns, lengths = (torch.stack(x) for x in zip(*self.steps, strict=True))
             self.steps = []
             self._finish(returns[ended].cpu().numpy(), lengths[ended].cpu().numpy())
-        self.returns[:] = self.running.cpu().numpy()
-        self.lengths[:] = self.running_lengths.cpu().numpy()
 
     def drain(self) -> tuple[list[float], list[int]]:
         self.settle()
@@ -146,6 +144,8 @@ class ResidentEpisodeTracker(EpisodeTracker):
 
     def state(self) -> Snapshot:
         self.settle()
+        self.returns[:] = self.running.cpu().numpy()  # the running episodes, read only for a checkpoint
+        self.lengths[:] = self.running_lengths.cpu().numpy()
         return super().state()
 
     def load_state(self, snapshot: Snapshot) -> None:
