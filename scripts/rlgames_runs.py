@@ -1,5 +1,5 @@
 """rl_games 1.6.5's PPO trained with its own MuJoCo envpool configs, written as an rlcli benchmark
-directory, so that ``rlcli benchmark compare`` and ``sb3_sac_runs.py --side-by-side`` read it like
+directory, so that ``rlcli benchmark compare`` and ``sb3_runs.py --side-by-side`` read it like
 rlcli's own.
 
     pip install rl-games==1.6.5   # with --no-deps where its pins clash; it needs tensorboardX, setproctitle
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sb3_sac_runs import RUNS, Progress, evaluation_env, side_by_side, summary, versions, write_table
+from sb3_runs import RUNS, Progress, evaluation_env, side_by_side, summary, versions, write_table
 from torch import nn
 
 from rlcli.algos import resolve
@@ -216,7 +216,7 @@ def seed_rows(rows_a: list[RunResult], rows_b: list[RunResult]) -> list[str]:
 
 
 def report(dir_a: Path, dir_b: Path, out: Path) -> Path:
-    """``out/side_by_side.md``: the compare and curves of ``sb3_sac_runs.side_by_side``, then the per-seed
+    """``out/side_by_side.md``: the compare and curves of ``sb3_runs.side_by_side``, then the per-seed
     tables."""
     path = side_by_side(dir_a, dir_b, out)
     rows_a, rows_b = _finished(load_results(dir_a)), _finished(load_results(dir_b))

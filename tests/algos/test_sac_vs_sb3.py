@@ -32,7 +32,7 @@ CPU = torch.device("cpu")
 
 
 def sb3_runs_script():
-    spec = importlib.util.spec_from_file_location("sb3_sac_runs", REPO / "scripts/sb3_sac_runs.py")
+    spec = importlib.util.spec_from_file_location("sb3_runs", REPO / "scripts/sb3_runs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,14 +1,15 @@
-"""Stable-Baselines3's SAC trained with rlcli's SAC settings for an env, written as an rlcli benchmark
+"""Stable-Baselines3's SAC or TD3 trained with rlcli's settings for an env, written as an rlcli benchmark
 directory, so that ``rlcli benchmark report`` and ``rlcli benchmark compare`` read it like rlcli's own.
 
-    python scripts/sb3_sac_runs.py Hopper-v5 --seeds 0 1 2 --steps 300000 --eval-every 25000 \\
+    python scripts/sb3_runs.py Hopper-v5 --seeds 0 1 2 --steps 300000 --eval-every 25000 \\
         --out benchmarks/sb3-sac-hopper-300k
     rlcli benchmark compare benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
-    python scripts/sb3_sac_runs.py --side-by-side benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
+    python scripts/sb3_runs.py --side-by-side benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
+    python scripts/sb3_runs.py Hopper-v5 --algo td3 --seeds 1 --steps 300000 --out benchmarks/sb3-td3-hopper-300k
 
-Settings: ``rlcli.algos.resolve("sac", ENV, ...)`` (hyperparams/sac.yml, then ``-p`` overrides), translated
-by ``sb3_sac_kwargs``, which refuses anything SB3 cannot express; so the two sides cannot drift apart.
-What neither side's settings name differs by construction (rlcli's log-std range and exact squash
+Settings: ``rlcli.algos.resolve(ALGO, ENV, ...)`` (hyperparams/ALGO.yml, then ``-p`` overrides), translated
+by ``sb3_kwargs``, which refuses anything SB3 cannot express; so the two sides cannot drift apart.
+What neither side's settings name differs by construction (SAC: rlcli's log-std range and exact squash
 correction, SB3's clamp and 1e-6; see tests/algos/test_sac_vs_sb3.py).
 
 Training: SB3's own loop on its ``make_vec_env`` (gymnasium, DummyVecEnv, env i seeded ``seed + i``), one
@@ -17,12 +18,12 @@ torch thread (``--threads``). Evaluation: rlcli's own code and env, the one ``rl
 envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh of the mean), every
 ``--eval-every`` env steps after that step's gradient step, and at the end.
 
-Files: ``OUT/sb3_runs/ENV__sac__sSEED.json`` per finished seed (its row, every evaluation's returns, both
+Files: ``OUT/sb3_runs/ENV__ALGO__sSEED.json`` per finished seed (its row, every evaluation's returns, both
 sides' settings), then ``OUT/results.json`` and ``results.csv`` from all of them. A finished seed with the
 same settings is skipped when the command is run again; one with other settings is refused.
 
 Resuming: after each evaluation a seed saves SB3's own files (``model.zip``, ``replay_buffer.pkl``) and its
-evaluations so far under ``OUT/sb3_runs/partial/ENV__sac__sSEED/``; running the command again after a stop
+evaluations so far under ``OUT/sb3_runs/partial/ENV__ALGO__sSEED/``; running the command again after a stop
 continues from there, with the replay buffer, the optimisers and the temperature, on new episodes (SB3 saves
 no env state or generator: both are seeded from the step), so a resumed seed is not the bits of an
 uninterrupted one. The record says where it resumed. rlcli's side resumes the same way with
@@ -47,7 +48,9 @@ import torch
 from torch import nn
 
 from rlcli.algos import resolve
+from rlcli.algos.offpolicy import ActorCriticReplayConfig
 from rlcli.algos.sac import SACConfig
+from rlcli.algos.td3 import TD3Config
 from rlcli.benchmark.report import _finished, _table, compare, mean_curve, plot_curves
 from rlcli.benchmark.results import RunResult, load_results, write_results
 from rlcli.config import RunConfig, parse_overrides
@@ -62,17 +65,20 @@ EVAL_SEED_OFFSET = 1_000_003  # rlcli.training.train.set_up seeds its periodic e
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
-def run_config(env_id: str, seed: int, steps: int | None, eval_every: int, eval_episodes: int, backend: str,
-               params: list[str], threads: int) -> RunConfig:
-    """The RunConfig ``rlcli train ENV --algo sac`` would run with these options."""
+ALGOS = ("sac", "td3")
+
+
+def run_config(algo: str, env_id: str, seed: int, steps: int | None, eval_every: int, eval_episodes: int,
+               backend: str, params: list[str], threads: int) -> RunConfig:
+    """The RunConfig ``rlcli train ENV --algo ALGO`` would run with these options."""
     overrides = parse_overrides(params)
     if steps is not None:
         overrides["steps"] = steps
-    return resolve("sac", env_id, backend=backend, overrides=overrides, eval_every=eval_every,
+    return resolve(algo, env_id, backend=backend, overrides=overrides, eval_every=eval_every,
                    eval_episodes=eval_episodes, seed=seed, device="cpu", torch_threads=threads, env_threads=1)
 
 
-def gradient_schedule(cfg: SACConfig) -> tuple[int, int]:
+def gradient_schedule(cfg: ActorCriticReplayConfig) -> tuple[int, int]:
     """SB3's (train_freq in vector steps, gradient_steps) for rlcli's ``utd_ratio`` gradient steps per
     transition."""
     per_vector_step = cfg.utd_ratio * cfg.n_envs
@@ -84,32 +90,93 @@ def gradient_schedule(cfg: SACConfig) -> tuple[int, int]:
                      "steps per vector step (nor one every whole number of steps); choose e.g. utd_ratio=1")
 
 
-def sb3_sac_kwargs(cfg: SACConfig) -> dict[str, Any]:
-    """Keyword arguments of ``stable_baselines3.SAC`` equal to rlcli's ``cfg``; a UsageError naming the
-    setting for what SB3 cannot express. ``log_every`` and ``compile`` change no arithmetic and are left."""
-    if not cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr:
-        raise UsageError(f"SB3's SAC has one learning rate; this entry has actor_lr={cfg.actor_lr}, critic_lr="
-                         f"{cfg.critic_lr}, alpha_lr={cfg.alpha_lr}: override them to one value with -p")
+def refuse(cfg: ActorCriticReplayConfig, refused: dict[str, tuple[bool, str]]) -> None:
+    """A UsageError naming the first setting of ``refused`` that is set (name: (set, what SB3 needs))."""
     refused = {
-        "policy_delay": (cfg.policy_delay != 1, "SB3's SAC updates the actor at every gradient step: use 1"),
-        # SB3 tests ``gradient_step % target_update_interval`` with the index inside one train() call,
-        # which is always 0 when it makes one gradient step per env step
-        "target_update_every": (cfg.target_update_every != 1, "SB3 counts it within each train() call: use 1"),
         "normalize_obs": (cfg.normalize_obs, "SB3 would need VecNormalize, whose statistics differ: use false"),
         "precision": (cfg.precision != "fp32", "SB3 trains in float32: use fp32"),
+        "n_step": (cfg.n_step != 1, "this script runs SB3's one-step replay: use 1"),
+        "prioritized": (cfg.prioritized, "SB3 has no prioritised replay: use false"),
+        **refused,
     }
     for name, (bad, why) in refused.items():
         if bad:
             raise UsageError(f"{name}={getattr(cfg, name)} cannot be run on SB3 ({why})")
+
+
+def one_learning_rate(cfg: ActorCriticReplayConfig, *extra: str) -> float:
+    """SB3's one learning rate for the actor and critics (and ``extra`` rates), refusing rates that differ."""
+    names = ("actor_lr", "critic_lr", *extra)
+    rates = {getattr(cfg, name) for name in names}
+    if len(rates) != 1:
+        given = ", ".join(f"{name}={getattr(cfg, name)}" for name in names)
+        raise UsageError(f"SB3's {cfg.algo.upper()} has one learning rate; this entry has {given}: override them to "
+                         "one value with -p")
+    return rates.pop()
+
+
+def replay_kwargs(cfg: ActorCriticReplayConfig) -> dict[str, Any]:
+    """What SB3's off-policy algorithms share: the replay, its schedule, the targets and the networks."""
     train_freq, gradient_steps = gradient_schedule(cfg)
-    return dict(
-        learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
-        batch_size=cfg.batch_size, tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=train_freq,
-        gradient_steps=gradient_steps, target_update_interval=cfg.target_update_every,
-        ent_coef=f"auto_{cfg.alpha}" if cfg.autotune_alpha else cfg.alpha,
-        target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy,
-        policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
-                           activation_fn=ACTIVATIONS[cfg.activation]))
+    return dict(buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts, batch_size=cfg.batch_size,
+                tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=train_freq, gradient_steps=gradient_steps,
+                policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
+                                   activation_fn=ACTIVATIONS[cfg.activation]))
+
+
+def sb3_sac_kwargs(cfg: SACConfig) -> dict[str, Any]:
+    """Keyword arguments of ``stable_baselines3.SAC`` equal to rlcli's ``cfg``; a UsageError naming the
+    setting for what SB3 cannot express. ``log_every`` and ``compile`` change no arithmetic and are left."""
+    learning_rate = one_learning_rate(cfg, "alpha_lr")
+    refuse(cfg, {
+        "policy_delay": (cfg.policy_delay != 1, "SB3's SAC updates the actor at every gradient step: use 1"),
+        # SB3 tests ``gradient_step % target_update_interval`` with the index inside one train() call,
+        # which is always 0 when it makes one gradient step per env step
+        "target_update_every": (cfg.target_update_every != 1, "SB3 counts it within each train() call: use 1"),
+    })
+    return dict(learning_rate=learning_rate, **replay_kwargs(cfg), target_update_interval=cfg.target_update_every,
+                ent_coef=f"auto_{cfg.alpha}" if cfg.autotune_alpha else cfg.alpha,
+                target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy)
+
+
+def sb3_td3_kwargs(cfg: TD3Config) -> dict[str, Any]:
+    """Keyword arguments of ``stable_baselines3.TD3`` equal to rlcli's ``cfg`` (``action_noise_std`` stands
+    for SB3's NormalActionNoise of that std, which ``make_model`` builds); a UsageError naming the setting
+    for what SB3 cannot express. Both sides add the exploration and target noise to actions scaled to
+    [-1, 1], and both count the policy delay over every gradient step of the run."""
+    learning_rate = one_learning_rate(cfg)
+    refuse(cfg, {})
+    kwargs = dict(learning_rate=learning_rate, **replay_kwargs(cfg), policy_delay=cfg.policy_delay,
+                  target_policy_noise=cfg.target_noise, target_noise_clip=cfg.target_noise_clip,
+                  action_noise_std=cfg.exploration_noise)
+    kwargs["policy_kwargs"]["n_critics"] = 2 if cfg.twin_critics else 1
+    return kwargs
+
+
+def sb3_kwargs(cfg: ActorCriticReplayConfig) -> dict[str, Any]:
+    """SB3's keyword arguments for rlcli's ``cfg`` of either algorithm."""
+    if isinstance(cfg, SACConfig):
+        return sb3_sac_kwargs(cfg)
+    if isinstance(cfg, TD3Config):
+        return sb3_td3_kwargs(cfg)
+    raise UsageError(f"this script runs SB3's {' and '.join(a.upper() for a in ALGOS)}, not {cfg.algo}")
+
+
+def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | None) -> Any:
+    """SB3's model for ``cfg``: new, or loaded from the save folder ``found``."""
+    import numpy as np
+    from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    kwargs = copy.deepcopy(kwargs)  # SB3 adds its own keys to the policy_kwargs it is given
+    if "action_noise_std" in kwargs:
+        size = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(size), np.full(size, kwargs.pop("action_noise_std")))
+    model_class: Any = {"sac": SAC, "td3": TD3}[cfg.algo.algo]
+    if found is not None:
+        extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
+        return model_class.load(found / "model.zip", env=env, device="cpu", **extra)
+    return model_class("MlpPolicy", env, seed=cfg.seed, device="cpu", **kwargs)
 
 
 def described(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -257,11 +324,10 @@ def make_evaluator(cfg: RunConfig, model: Any, log: Any, progress: Progress, sav
 def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
     """One SB3 run to ``cfg.algo.steps`` env steps, from its partial state under ``out`` where there is one;
     returns the seed's record (row, evaluations, settings)."""
-    from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
-    algo: SACConfig = cfg.algo  # type: ignore[assignment]
-    kwargs = sb3_sac_kwargs(algo)
+    algo: ActorCriticReplayConfig = cfg.algo  # type: ignore[assignment]
+    kwargs = sb3_kwargs(algo)
     torch.set_num_threads(cfg.torch_threads or 1)
     partial = partial_dir(out, cfg)
     found = saved_partial(partial)
@@ -273,15 +339,14 @@ def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
     env = make_vec_env(gymnasium_name(cfg.env.id), n_envs=algo.n_envs, seed=seed,
                        env_kwargs=dict(cfg.env.kwargs) or None)
     if saved is not None:
-        model = SAC.load(found / "model.zip", env=env, device="cpu")
+        model = make_model(cfg, kwargs, env, found)
         model.load_replay_buffer(found / "replay_buffer.pkl")
         model.set_random_seed(seed)
         progress = Progress.from_dict(saved)
         progress.resumes.append(model.num_timesteps)
         log(f"seed {cfg.seed}: resuming at step {model.num_timesteps:,} (new episodes)")
     else:
-        # a copy: SAC adds its own keys to the policy_kwargs it is given
-        model, progress = SAC("MlpPolicy", env, seed=cfg.seed, device="cpu", **copy.deepcopy(kwargs)), Progress()
+        model, progress = make_model(cfg, kwargs, env, None), Progress()
     evaluator = make_evaluator(cfg, model, log, progress, lambda: save_partial(partial, model, progress, cfg, kwargs))
     progress.started = time.perf_counter()
     model.learn(total_timesteps=algo.steps - model.num_timesteps, callback=evaluator,
@@ -298,7 +363,7 @@ def record_of(cfg: RunConfig, steps: int, progress: Progress, kwargs: dict[str, 
     settings. The wall time counts training and evaluations, as rlcli's does."""
     evaluations, wall = progress.evaluations, progress.wall
     final = evaluations[-1][1]
-    row = RunResult(algo="sac", env_id=cfg.env.id, seed=cfg.seed, budget=cfg.algo.steps, status="finished",
+    row = RunResult(algo=cfg.algo.algo, env_id=cfg.env.id, seed=cfg.seed, budget=cfg.algo.steps, status="finished",
                     steps=steps, final_return=final.mean, final_std=final.std,
                     best_return=max(r.mean for _, r, _ in evaluations), wall_time_s=wall, sps=steps / wall,
                     backend=f"SB3 gymnasium (eval: rlcli {resolve_backend(cfg.env.id, cfg.env.backend)})",
@@ -321,7 +386,7 @@ def versions() -> dict[str, str]:
 
 
 def record_path(out: Path, cfg: RunConfig) -> Path:
-    return out / RUNS / f"{cfg.env.id}__sac__s{cfg.seed}.json"
+    return out / RUNS / f"{cfg.env.id}__{cfg.algo.algo}__s{cfg.seed}.json"
 
 
 def finished_record(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
@@ -331,7 +396,7 @@ def finished_record(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())
-    if saved["settings"] != settings(cfg, sb3_sac_kwargs(cfg.algo)):  # type: ignore[arg-type]
+    if saved["settings"] != settings(cfg, sb3_kwargs(cfg.algo)):  # type: ignore[arg-type]
         raise UsageError(f"{path} ran with other settings; use another --out or delete it")
     return saved
 
@@ -393,7 +458,8 @@ def side_by_side(dir_a: Path, dir_b: Path, out: Path) -> Path:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("env", nargs="?", help="env id with an rlcli SAC entry, e.g. Hopper-v5")
+    parser.add_argument("env", nargs="?", help="env id with an rlcli entry for the algorithm, e.g. Hopper-v5")
+    parser.add_argument("--algo", choices=ALGOS, default="sac", help="the algorithm both sides run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, help="env steps per run [default: the entry's budget]")
     parser.add_argument("--eval-every", type=int, default=25_000, help="env steps between evaluations")
@@ -416,10 +482,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.env is None or args.out is None:
             raise UsageError("name an env and --out DIR (or --side-by-side RLCLI_DIR SB3_DIR)")
-        configs = [run_config(args.env, seed, args.steps, args.eval_every, args.eval_episodes, args.backend,
+        configs = [run_config(args.algo, args.env, seed, args.steps, args.eval_every, args.eval_episodes, args.backend,
                               args.param, args.threads) for seed in args.seeds]
         for cfg in configs:
-            sb3_sac_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
+            sb3_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
         rows = run(configs, args.out, lambda text: print(text, flush=True))
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""scripts/sb3_sac_runs.py on a tiny budget: SB3's SAC with rlcli's Pendulum-v1 settings, written in rlcli's
+"""scripts/sb3_runs.py on a tiny budget: SB3's SAC and TD3 with rlcli's Pendulum-v1 settings, written in rlcli's
 results format, which ``load_results``, ``benchmark report`` and ``benchmark compare`` read beside an rlcli
 run; a second call skips the finished seed, one with other settings is refused."""
 
@@ -21,7 +21,7 @@ TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "2", "-p", "
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("sb3_sac_runs", REPO / "scripts/sb3_sac_runs.py")
+    spec = importlib.util.spec_from_file_location("sb3_runs", REPO / "scripts/sb3_runs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -130,3 +130,43 @@ def test_the_side_by_side_curves_are_those_of_the_finished_runs(tmp_path):
     write_results(tmp_path / "b", [row(0, "finished", (20.0, 40.0))])
     text = script().side_by_side(tmp_path / "a", tmp_path / "b", tmp_path / "both").read_text()
     assert "| 100 | 10.0 ± 0.0 | 20.0 ± 0.0 |" in text and "| 200 | 30.0 ± 0.0 | 40.0 ± 0.0 |" in text
+
+
+def test_sb3_td3_runs_with_rlcli_td3_settings_and_resumes_with_its_noise(tmp_path, capsys, monkeypatch):
+    sb3_runs, sb3 = script(), tmp_path / "sb3"
+    cfg = sb3_runs.run_config("td3", "Pendulum-v1", 0, 400, 200, 2, "auto", ["target_noise=0.3"], 1)
+    kwargs = sb3_runs.sb3_kwargs(cfg.algo)
+    env = sb3_runs.evaluation_env(cfg)
+    from stable_baselines3.common.env_util import make_vec_env
+
+    model = sb3_runs.make_model(cfg, kwargs, make_vec_env("Pendulum-v1", n_envs=1, seed=0), None)
+    env.close()
+    # rlcli's Pendulum-v1 TD3 entry, as SB3 reads it
+    assert (model.learning_rate, model.gamma, model.buffer_size, model.learning_starts) == (1e-3, 0.98, 200_000, 1000)
+    assert (model.policy_delay, model.target_policy_noise, model.target_noise_clip, model.tau) == (2, 0.3, 0.5, 0.005)
+    assert model.action_noise._sigma.tolist() == [0.1] and model.policy.critic.n_critics == 2
+    assert [m.out_features for m in model.actor.mu if hasattr(m, "out_features")] == [256, 256, 1]
+
+    original = sb3_runs.save_partial
+
+    def save_then_stop(path, model, *args):
+        original(path, model, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sb3_runs, "save_partial", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        sb3_runs.main(["Pendulum-v1", "--algo", "td3", "--seeds", "0", *TINY, "--out", str(sb3)])
+    monkeypatch.setattr(sb3_runs, "save_partial", original)
+    assert sb3_runs.main(["Pendulum-v1", "--algo", "td3", "--seeds", "0", *TINY, "--out", str(sb3)]) == 0
+    assert "seed 0: resuming at step 200 (new episodes)" in capsys.readouterr().out
+    (row,) = load_results(sb3)
+    assert (row.algo, row.steps, [step for step, _ in row.curve]) == ("td3", 400, [200, 400])
+    record = json.loads((sb3 / "sb3_runs" / "Pendulum-v1__td3__s0.json").read_text())
+    assert record["settings"]["sb3"]["action_noise_std"] == 0.1 and record["resumes"] == [200]
+
+    assert sb3_runs.main(["Pendulum-v1", "--algo", "td3", "--seeds", "0", *TINY, "-p", "actor_lr=3e-4",
+                          "--out", str(tmp_path / "other")]) == 2
+    assert "SB3's TD3 has one learning rate; this entry has actor_lr=0.0003, critic_lr=0.001" in capsys.readouterr().err
+    assert sb3_runs.main(["Pendulum-v1", "--algo", "td3", "--seeds", "0", *TINY, "-p", "n_step=3",
+                          "--out", str(tmp_path / "other")]) == 2
+    assert "n_step=3 cannot be run on SB3" in capsys.readouterr().err
