@@ -54,7 +54,12 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
         return make_pettingzoo_env(env_id, num_envs, seed, kwargs or {}, multiagent, render_mode)
     if render_mode and chosen == "playground":
         raise UsageError(f"rlcli does not render MuJoCo Playground's tasks ({env_id}); eval measures the agent")
-    chosen = "gymnasium" if render_mode else chosen  # the torch backend's tasks are gymnasium's, which render
+    if render_mode and gymnasium_name(env_id) is None and envpool_name(env_id) is not None:
+        if render_mode != "rgb_array":
+            raise UsageError(f"{env_id} (envpool's alone) renders off-screen only: record it with --video FILE")
+        chosen = "envpool"  # its MuJoCo tasks render frames (DM Control, Playground's robots)
+    elif render_mode:
+        chosen = "gymnasium"  # the torch backend's tasks are gymnasium's, which render
     if chosen in ("torch", "playground"):
         return _resident(chosen, env_id, num_envs, seed, kwargs, device)
     atari = env_group(env_id) == "atari"
@@ -63,7 +68,7 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
 
         name = envpool_name(env_id)
         assert name is not None  # resolve_backend chose envpool for having the task
-        return EnvpoolVecEnv(name, num_envs, seed, atari, kwargs, num_threads=threads or 0)
+        return EnvpoolVecEnv(name, num_envs, seed, atari, kwargs, num_threads=threads or 0, render_mode=render_mode)
     import gymnasium as gym
 
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
@@ -24,14 +26,34 @@ def atari_opts(kwargs: dict | None) -> dict:
     return opts
 
 
+# frames a second of a video of a task whose spec states no control step (DM Control's)
+DEFAULT_RENDER_FPS = 50
+_gl_context: Any = None
+
+
+def current_gl_context() -> None:
+    """An off-screen OpenGL context current on this thread, made once a process through MuJoCo's own
+    (``MUJOCO_GL``: egl, osmesa): envpool's C++ MuJoCo renders into whatever context is current and makes
+    none of its own."""
+    global _gl_context
+    if _gl_context is None:
+        import mujoco
+
+        _gl_context = mujoco.GLContext(64, 64)
+    _gl_context.make_current()
+
+
 class EnvpoolVecEnv:
     backend = "envpool"
 
     def __init__(self, name: str, num_envs: int, seed: int, atari: bool,
-                 kwargs: dict | None = None, num_threads: int = 0) -> None:
+                 kwargs: dict | None = None, num_threads: int = 0, render_mode: str | None = None) -> None:
         import envpool
 
         opts = atari_opts(kwargs) if atari else dict(kwargs or {})
+        if render_mode is not None:
+            current_gl_context()
+            opts["render_mode"] = render_mode
         try:
             self._env = envpool.make(name, env_type="gymnasium", num_envs=num_envs, seed=seed,
                                      num_threads=num_threads, **opts)
@@ -81,6 +103,18 @@ class EnvpoolVecEnv:
             game_over = terminated | truncated
         return StepResult(self._observation(obs, info), reward.astype(np.float32), terminated, truncated,
                           raw_reward, game_over)
+
+    def render(self) -> np.ndarray:
+        """The first env's frame (RGB), for an env made with ``render_mode="rgb_array"``."""
+        current_gl_context()
+        return np.asarray(self._env.render())[0]
+
+    @property
+    def render_fps(self) -> int:
+        """Env steps a second of simulated time where the task's spec states its control step, else
+        DEFAULT_RENDER_FPS."""
+        ctrl_dt = getattr(self._env.spec.config, "ctrl_dt", None)
+        return round(1 / ctrl_dt) if ctrl_dt else DEFAULT_RENDER_FPS
 
     def state(self) -> Snapshot:
         raise EnvStateUnreadable("envpool keeps its envs' state in C++, where it cannot be read")
