@@ -14,8 +14,8 @@ Tasks are named as Playground names them (``CartpoleBalance``, ``Go1JoystickFlat
 (``CartpoleBalance-v1``, ``MuJoCoPlayground/Go1JoystickFlatTerrain-v1``), so a task envpool steps on the CPU
 moves to the GPU with --backend.
 They run on Playground's pure-JAX MJX (``impl: jax``): its MuJoCo-Warp default compiles 35 s of kernels and
-steps about 15x slower on a CPU. A task whose model files Playground fetches from the network at first use
-(the robots of MuJoCo Menagerie) needs them in place beforehand.
+steps about 15x slower on a CPU. The robots of MuJoCo Menagerie, which Playground clones from the network at
+first use, come from envpool's asset packages where Playground has no copy of its own (``menagerie_from_envpool``).
 """
 
 from __future__ import annotations
@@ -63,8 +63,64 @@ def use_compilation_cache() -> None:
     import jax
 
     if not jax.config.jax_compilation_cache_dir:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        jax.config.update("jax_compilation_cache_dir", str(base / "rlcli" / "jax"))
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
+
+
+def cache_dir() -> Path:
+    """rlcli's cache folder (``$XDG_CACHE_HOME/rlcli``, else ``~/.cache/rlcli``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlcli"
+
+
+def envpool_menagerie_robots() -> dict[str, Path]:
+    """The Menagerie robot folders envpool's asset packages (``envpool_assets_*``, installed beside envpool)
+    ship, by name."""
+    from importlib.util import find_spec
+
+    spec = find_spec("envpool")
+    if spec is None or spec.origin is None:
+        return {}
+    robots: dict[str, Path] = {}
+    site = Path(spec.origin).parent.parent
+    for root in sorted(site.glob("envpool_assets*/mujoco/playground/assets/mujoco_menagerie")):
+        robots.update({d.name: d for d in sorted(root.iterdir()) if d.is_dir()})
+    return robots
+
+
+def menagerie_from_envpool() -> None:
+    """Points Playground at envpool's copy of the Menagerie robots when it has none of its own: a folder of
+    links to them in rlcli's cache (envpool splits them over several packages; Playground reads one folder).
+    Playground's own copy, where it has one, is left as it is."""
+    from etils import epath
+    from mujoco_playground._src import mjx_env
+
+    if mjx_env.MENAGERIE_PATH.exists():
+        return
+    robots = envpool_menagerie_robots()
+    if not robots:
+        return
+    folder = cache_dir() / "mujoco_menagerie"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, target in robots.items():
+        link = folder / name
+        if link.is_symlink() and link.readlink() == target:
+            continue
+        staging = folder / f".{name}.{os.getpid()}"
+        staging.unlink(missing_ok=True)
+        staging.symlink_to(target, target_is_directory=True)
+        staging.replace(link)  # atomic: a second process sees the old link or the new one
+    mjx_env.MENAGERIE_PATH = epath.Path(folder)
+
+
+def load_task(name: str, overrides: dict[str, Any]) -> Any:
+    """Playground's task ``name`` with its config overridden; a UsageError where it cannot be made."""
+    from mujoco_playground import registry
+
+    menagerie_from_envpool()
+    try:
+        return registry.load(name, config_overrides=overrides)
+    except Exception as e:  # a config key the task lacks, a model file it cannot fetch
+        detail = " ".join(str(e).split())
+        raise UsageError(f"MuJoCo Playground's {name} could not be made: {type(e).__name__}: {detail}") from e
 
 
 def jax_device(device: torch.device) -> Any:
@@ -87,18 +143,12 @@ class PlaygroundVecEnv(SteppedOnWait):
     def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device | str = "cpu",
                  kwargs: dict[str, Any] | None = None) -> None:
         import jax
-        from mujoco_playground import registry
 
         name = playground_name(env_id)
         if name is None:
             raise UsageError(f"MuJoCo Playground has no task '{env_id}'" + (
                 "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"))
-        overrides = {"impl": "jax", **(kwargs or {})}
-        try:
-            self._task = registry.load(name, config_overrides=overrides)
-        except Exception as e:  # a config key the task lacks, a model file it cannot fetch
-            detail = " ".join(str(e).split())
-            raise UsageError(f"MuJoCo Playground's {name} could not be made: {type(e).__name__}: {detail}") from e
+        self._task = load_task(name, {"impl": "jax", **(kwargs or {})})
         self.env_id, self.num_envs, self.seed = env_id, num_envs, seed
         self.device = torch.device(device)
         self._jax_device = jax_device(self.device)

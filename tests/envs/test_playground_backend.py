@@ -113,3 +113,29 @@ def test_unknown_tasks_and_rendering_are_one_line():
         make_vec_env("Hopper-v5", 1, 0, "playground")
     with pytest.raises(UsageError, match="does not render MuJoCo Playground's tasks"):
         make_vec_env("CartpoleBalance", 1, 0, "playground", render_mode="rgb_array")
+
+
+def test_a_menagerie_robot_is_made_from_envpools_copy_when_playground_has_none(tmp_path, monkeypatch):
+    from etils import epath
+    from mujoco_playground._src import mjx_env
+
+    from rlcli.envs.playground_backend import envpool_menagerie_robots, load_task, menagerie_from_envpool
+
+    robots = envpool_menagerie_robots()
+    if "unitree_go1" not in robots:
+        pytest.skip("envpool's MuJoCo Playground assets are not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(tmp_path / "not-cloned"))
+    task = load_task("Go1JoystickFlatTerrain", {"impl": "jax"})
+    assert task.action_size == 12 and dict(task.observation_size) == {"state": (48,), "privileged_state": (123,)}
+    folder = tmp_path / "rlcli" / "mujoco_menagerie"
+    assert mjx_env.MENAGERIE_PATH == epath.Path(folder) and not (tmp_path / "not-cloned").exists()
+    assert {p.name: p.readlink() for p in folder.iterdir()} == robots  # a link to each robot, nothing copied
+    menagerie_from_envpool()  # again: the links are there, nothing changes
+    assert sorted(p.name for p in folder.iterdir()) == sorted(robots)
+
+    own = tmp_path / "own"
+    own.mkdir()
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(own))
+    menagerie_from_envpool()
+    assert mjx_env.MENAGERIE_PATH == epath.Path(own)  # Playground's own copy stays its source
