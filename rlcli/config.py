@@ -82,6 +82,10 @@ class AlgoConfig(Frozen):
     """Arithmetic of the training passes: fp32, or bf16 hidden layers under autocast."""
     compile: Compile = "auto"
     """torch.compile of acting and update steps (CUDA graphs on a GPU): on, off, or auto (on a GPU only)."""
+    flush_denormal: bool = True
+    """Subnormal floats (below 1.2e-38) read and written as zero on the CPU while training: Adam's moments of
+    weights whose gradient stays zero decay into that range, where each operation on them costs the CPU
+    ~10x; a training process's threads only, restored after."""
 
     @model_validator(mode="before")
     @classmethod

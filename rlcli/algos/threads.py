@@ -1,4 +1,5 @@
-"""Torch thread counts: how many cores there are, the plan a learner follows, and switching between them."""
+"""Torch thread counts (how many cores there are, the plan a learner follows, switching between them) and the
+CPU's handling of subnormal floats while training."""
 
 from __future__ import annotations
 
@@ -41,3 +42,14 @@ def torch_threads(n: int | None) -> Iterator[None]:
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
+
+
+def flush_subnormals(on: bool) -> bool:
+    """Flushes subnormal floats to zero on the CPU where ``on`` and the CPU can; returns whether it did (for
+    ``stop_flushing_subnormals``). The CPU's flag belongs to each thread: it holds on this one and on the
+    torch worker threads started after it, so a process sets it before its first parallel operation."""
+    return on and torch.set_flush_denormal(True)
+
+
+def stop_flushing_subnormals() -> None:
+    torch.set_flush_denormal(False)

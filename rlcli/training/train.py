@@ -31,7 +31,7 @@ import torch
 
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.threads import ThreadPlan, flush_subnormals, stop_flushing_subnormals
 from rlcli.algos.world import SINGLE, World, envs_per_process
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
@@ -161,6 +161,7 @@ class Session:
     world: World = SINGLE  # the processes training this run together
     interrupted: Callable[[], bool] = lambda: False  # whether a Ctrl-C reached this process (of several)
     lock: RunLock | None = None  # the lead's hold on the run directory
+    flushing_subnormals: bool = False  # set_up turned the CPU's flushing of subnormal floats on; close turns it off
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
@@ -205,16 +206,20 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     holds the run directory's lock from here to the end of ``run``: a second writer is refused."""
     fresh = not run_dir.exists()
     lock = world.on_lead(RunLock.acquire, run_dir)
+    # before the envs and agent: torch's worker threads take the CPU's flag from the thread that starts them
+    flushing = flush_subnormals(cfg.algo.flush_denormal)
     try:
         session = _set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer, on_hold, world)
     except BaseException:
+        if flushing:
+            stop_flushing_subnormals()
         if lock is not None:
             lock.release()
             if fresh and [p.name for p in run_dir.iterdir()] == [LOCK]:  # nothing else written: as it was
                 (run_dir / LOCK).unlink()
                 run_dir.rmdir()
         raise
-    session.lock = lock
+    session.lock, session.flushing_subnormals = lock, flushing
     return session
 
 
@@ -561,6 +566,8 @@ def close(session: Session) -> None:
             session.eval_env.close()
         if session.lock is not None:
             session.lock.release()
+        if session.flushing_subnormals:
+            stop_flushing_subnormals()
 
 
 def _next_multiple(step: int, every: int) -> int:
