@@ -7,8 +7,8 @@ Run (from the repository root):
     pip install -e ".[peers]" && python scripts/bench_peers.py --repeats 3
     pip install rl-games==1.6.5 && python scripts/bench_peers.py --only hopper-rlgames --repeats 3
 
-Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,cartpole-dqn,dqn-prioritized,hopper-td3,pong,masked,
-recurrent,multiagent`` picks sections
+Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,cartpole-dqn,dqn-prioritized,pong-dqn,hopper-td3,pong,
+masked,recurrent,multiagent`` picks sections
 (all of these by default; ``hopper-rlgames`` only when named), ``--quick`` cuts every budget to about one rollout
 (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result, ``--markdown PATH`` writes the
 tables that are printed. The sections, what each row measures and why, are described in scripts/README.md.
@@ -101,6 +101,8 @@ RLCLI_RLGAMES_HOPPER = ("learning_rate=0.0005", "network.shared=true", "network.
 # (SB3's DQN has no double Q-learning: rlcli's is turned off for this row); the timed window starts after
 # learning_starts
 CARTPOLE_DQN_SAME: dict[str, Any] = dict(double_q=False, compile="off")
+# DQN on Pong with the Nature CNN: rlcli's atari entry (the zoo's values) on both sides, the same way
+PONG_DQN_SAME: dict[str, Any] = dict(double_q=False, compile="off")
 
 # TD3 on Hopper-v5: CleanRL's (the paper's) values, rlcli's td3.yml default, on both sides
 HOPPER_TD3_SAME: dict[str, Any] = dict(
@@ -172,6 +174,8 @@ class Budgets:
     dqn_window: int = 10_000  # 5,000 gradient steps at the entry's UTD of 0.5
     td3_learning_starts: int = 1_000
     td3_window: int = 3_000  # 3,000 critic and 1,500 actor steps
+    pong_dqn_learning_starts: int = 2_000  # Pong DQN: random steps, then the timed window
+    pong_dqn_window: int = 4_000  # 1,000 gradient steps of the Nature CNN at the entry's UTD of 0.25
     pong_steps: int = 20_000
     masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
     recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
@@ -189,7 +193,8 @@ class Budgets:
         after the mark, which would leave a 50-step window from 1,000 almost without updates."""
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
                        sac_learning_starts=300, sac_window=50, dqn_learning_starts=300, dqn_window=100,
-                       td3_learning_starts=300, td3_window=50, pong_steps=256, masked_steps=1_000,
+                       td3_learning_starts=300, td3_window=50, pong_dqn_learning_starts=300,
+                       pong_dqn_window=100, pong_steps=256, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
                        env_seconds=0.25, rlgames_steps=4_096)
 
@@ -549,6 +554,36 @@ def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
     return sb3_window(model, args, cfg.steps, 1)
 
 
+def worker_rlcli_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli DQN with its atari entry on envpool's Pong-v5: env steps/s over the window after ``learning_starts``."""
+    return rlcli_window("dqn", replace(args, env=RLCLI_PONG_ID), PONG_DQN_SAME)
+
+
+def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 DQN (CnnPolicy) on make_atari_env + VecFrameStack(4) with rlcli's atari entry: one gradient step
+    every 1 / utd_ratio env steps, the target copied every target_update_every gradient steps, the same
+    exploration over the same budget."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    cfg = rlcli_config("dqn", replace(args, env=RLCLI_PONG_ID),
+                       {**PONG_DQN_SAME, "learning_starts": args.learning_starts}).algo
+    every = round(1 / cfg.utd_ratio)
+    if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
+        raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
+    env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=1, seed=args.seed), n_stack=4)
+    model = DQN("CnnPolicy", env, seed=args.seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
+                learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every,
+                gradient_steps=1, target_update_interval=cfg.target_update_every * every,
+                exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
+                exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm)
+    return {**sb3_window(model, args, cfg.steps, 1), "obs_shape": list(model.observation_space.shape)}
+
+
 def worker_rlcli_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
     """rlcli TD3 with CleanRL's values: env steps/s over the window after ``learning_starts``."""
     return rlcli_window("td3", args, HOPPER_TD3_SAME)
@@ -862,6 +897,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "rlcli-cartpole-dqn": worker_rlcli_cartpole_dqn,
     "rlcli-cartpole-dqn-per": worker_rlcli_cartpole_dqn_per,
     "sb3-cartpole-dqn": worker_sb3_cartpole_dqn,
+    "rlcli-pong-dqn": worker_rlcli_pong_dqn,
+    "sb3-pong-dqn": worker_sb3_pong_dqn,
     "rlcli-hopper-td3": worker_rlcli_hopper_td3,
     "sb3-hopper-td3": worker_sb3_hopper_td3,
     "sb3-hopper-sac": worker_sb3_hopper_sac,
@@ -1294,6 +1331,22 @@ def dqn_window(ctx: Context, section: Section, sides: tuple[tuple[str, str], ...
                                                                 learning_starts=start))
 
 
+def bench_pong_dqn(ctx: Context) -> Section:
+    """Pong DQN with the Nature CNN and the same hyperparameters (rlcli's atari entry): env steps/s over the
+    window after learning starts, each side on its own Atari env (envpool; SB3's AtariWrapper on ALE)."""
+    section, budgets = Section("pong-dqn"), ctx.budgets
+    start, window = budgets.pong_dqn_learning_starts, budgets.pong_dqn_window
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-pong-dqn"), ("SB3", "sb3-pong-dqn")):
+            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                    lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID, steps=window,
+                                                                learning_starts=start))
+    section.rows.append(
+        Row(f"Pong DQN, Nature CNN, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 0.25)",
+            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)))
+    return section
+
+
 def bench_hopper_td3(ctx: Context) -> Section:
     """Hopper-v5 TD3 with the same hyperparameters (CleanRL's): env steps/s over the window after learning
     starts."""
@@ -1416,6 +1469,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "hopper-sac": bench_hopper_sac,
     "cartpole-dqn": bench_cartpole_dqn,
     "dqn-prioritized": bench_dqn_prioritized,
+    "pong-dqn": bench_pong_dqn,
     "hopper-td3": bench_hopper_td3,
     "pong": bench_pong,
     "masked": bench_masked,

@@ -17,8 +17,8 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", 
     pytest.importorskip(module)
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole-dqn", "dqn-prioritized", "hopper-td3",
-            "pong", "masked", "recurrent", "multiagent"]
+SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole-dqn", "dqn-prioritized", "pong-dqn",
+            "hopper-td3", "pong", "masked", "recurrent", "multiagent"]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,10 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     # one gradient step per stored transition on both sides (rlcli stores none for auto-reset steps)
     assert 0 < ours["updates"] <= theirs["updates"] <= ours["window"][1] - ours["window"][0]
 
-    for name, uniform, per_step in (("cartpole-dqn", "SB3", 0.5), ("hopper-td3", "SB3", 1.0),
+    pong_dqn = sections["pong-dqn"]
+    ours, theirs = runs(pong_dqn, "train", "rlcli")[0]["result"], runs(pong_dqn, "train", "SB3")[0]["result"]
+    assert theirs["obs_shape"] == [4, 84, 84] and ours["backend"] == "envpool"
+    for name, uniform, per_step in (("cartpole-dqn", "SB3", 0.5), ("pong-dqn", "SB3", 0.25), ("hopper-td3", "SB3", 1.0),
                                     ("dqn-prioritized", "uniform", 0.5)):
         section = sections[name]
         ours, theirs = runs(section, "train", "rlcli")[0]["result"], runs(section, "train", uniform)[0]["result"]
@@ -103,7 +106,9 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
         # step), SB3's per env step, so rlcli's count can only be lower
         steps = ours["window"][1] - ours["window"][0]
         assert 0 < ours["updates"] <= per_step * steps + 1 and 0 < theirs["updates"] <= per_step * steps + 1, name
-        if uniform == "SB3":
+        if name == "pong-dqn":  # one gradient step every 4 env steps: the window's edges may fall between two
+            assert abs(ours["updates"] - theirs["updates"]) <= 1, name
+        elif uniform == "SB3":
             assert ours["updates"] <= theirs["updates"], name
 
 
