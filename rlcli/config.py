@@ -83,9 +83,9 @@ class AlgoConfig(Frozen):
     compile: Compile = "auto"
     """torch.compile of acting and update steps (CUDA graphs on a GPU): on, off, or auto (on a GPU only)."""
     flush_denormal: bool = True
-    """Subnormal floats (below 1.2e-38) read and written as zero on the CPU while training: Adam's moments of
-    weights whose gradient stays zero decay into that range, where each operation on them costs the CPU
-    ~10x; a training process's threads only, restored after."""
+    """Subnormal floats (below 1.2e-38) read and written as zero on the CPU from a run's set-up on, in the
+    process that trains it: Adam's moments of weights whose gradient stays zero decay into that range, where
+    each operation on them costs the CPU ~10x (a saved run without the setting kept them)."""
 
     @model_validator(mode="before")
     @classmethod

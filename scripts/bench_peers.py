@@ -153,7 +153,7 @@ MPE_SAME: dict[str, Any] = dict(
     network=dict(trunk="mlp", hidden=[64, 64], activation="tanh", shared=False, ortho_init=True),
 )
 
-RLCLI_PONG_ID = "Pong-v5"  # envpool's id; both sides run PONG_CLEANRL's values, not rlcli's entry
+RLCLI_PONG_ID = "Pong-v5"  # envpool's id; the PPO row runs PONG_CLEANRL's values, the DQN row rlcli's entry
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
 
 
@@ -275,7 +275,16 @@ def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
     from rlcli.training.agents import thread_plan
 
     update = thread_plan(cfg).updating
-    return {"torch_threads_config": cfg.torch_threads, "torch_threads": observed, "torch_threads_update": update}
+    # rlcli's own default; SB3 runs as it ships, keeping subnormal floats
+    return {"torch_threads_config": cfg.torch_threads, "torch_threads": observed, "torch_threads_update": update,
+            "flush_denormal": getattr(cfg.algo, "flush_denormal", False)}
+
+
+def rlcli_budget(cfg: Any, marks: Sequence[int]) -> int:
+    """The budget ``rlcli_timed_train`` runs ``cfg`` with: two training iterations past the last mark."""
+    algo = cfg.algo
+    iteration = algo.batch_size if algo.algo == "ppo" else math.ceil(algo.log_every / algo.n_envs) * algo.n_envs
+    return (max(marks) // iteration + 2) * iteration
 
 
 def rlcli_timed_train(cfg: Any, marks: Sequence[int]) -> tuple[RlcliClock, str]:
@@ -291,10 +300,8 @@ def rlcli_timed_train(cfg: Any, marks: Sequence[int]) -> tuple[RlcliClock, str]:
     from rlcli.envs.registry import resolve_backend
     from rlcli.training.train import train
 
-    algo = cfg.algo
-    iteration = algo.batch_size if algo.algo == "ppo" else math.ceil(algo.log_every / algo.n_envs) * algo.n_envs
-    steps = (max(marks) // iteration + 2) * iteration
-    cfg = cfg.model_copy(update={"algo": algo.model_copy(update={"steps": steps})})
+    steps = rlcli_budget(cfg, marks)
+    cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": steps})})
     clock = RlcliClock(marks)
     with tempfile.TemporaryDirectory(prefix="bench-rlcli-") as tmp:
         try:
@@ -492,13 +499,24 @@ def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
 
 
+def window_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
+    """The RunConfig of ``rlcli_window``: learning from ``args.learning_starts``, one training iteration a
+    common divisor of it and the window, so that a callback falls exactly on both marks."""
+    return rlcli_config(algo, args, {**overrides, "learning_starts": args.learning_starts,
+                                     "log_every": math.gcd(args.learning_starts, args.steps)})
+
+
+def window_budget(cfg: Any, args: WorkerArgs) -> int:
+    """The budget rlcli's side of a window runs with, which SB3's is given too: schedules over the budget
+    (DQN's epsilon) then anneal alike, and SB3 acts greedily as often as rlcli does."""
+    return rlcli_budget(cfg, [args.learning_starts, args.learning_starts + args.steps])
+
+
 def rlcli_window(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
     """An rlcli off-policy run's env steps/s between the first callbacks at or past ``learning_starts`` and
     ``learning_starts + steps``, and its gradient steps in between."""
     start, end = args.learning_starts, args.learning_starts + args.steps
-    # one training iteration is log_every env steps; a common divisor puts a callback exactly on both marks
-    overrides = {**overrides, "learning_starts": start, "log_every": math.gcd(start, args.steps)}
-    cfg = rlcli_config(algo, args, overrides)
+    cfg = window_config(algo, args, overrides)
     clock, backend = rlcli_timed_train(cfg, [start, end])
     (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
     return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
@@ -536,11 +554,12 @@ def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
 def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
     """SB3 DQN with rlcli's CartPole-v1 entry: one gradient step every 1 / utd_ratio env steps, the target
     copied every target_update_every gradient steps (SB3 counts env steps), the same exploration schedule
-    over the same budget."""
+    over the same budget (``window_budget``)."""
     from stable_baselines3 import DQN
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("dqn", args, {**CARTPOLE_DQN_SAME, "learning_starts": args.learning_starts}).algo
+    run = window_config("dqn", args, CARTPOLE_DQN_SAME)
+    cfg = run.algo
     every = round(1 / cfg.utd_ratio)
     if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
         raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
@@ -551,7 +570,7 @@ def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
                 exploration_initial_eps=cfg.epsilon_start, exploration_final_eps=cfg.epsilon_end,
                 max_grad_norm=cfg.max_grad_norm, policy_kwargs=dict(net_arch=list(cfg.hidden),
                                                                     activation_fn=sb3_activation(cfg.activation)))
-    return sb3_window(model, args, cfg.steps, 1)
+    return sb3_window(model, args, window_budget(run, args), 1)
 
 
 def worker_rlcli_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
@@ -570,8 +589,8 @@ def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)
-    cfg = rlcli_config("dqn", replace(args, env=RLCLI_PONG_ID),
-                       {**PONG_DQN_SAME, "learning_starts": args.learning_starts}).algo
+    run = window_config("dqn", replace(args, env=RLCLI_PONG_ID), PONG_DQN_SAME)
+    cfg = run.algo
     every = round(1 / cfg.utd_ratio)
     if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
         raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
@@ -581,7 +600,7 @@ def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
                 gradient_steps=1, target_update_interval=cfg.target_update_every * every,
                 exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
                 exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm)
-    return {**sb3_window(model, args, cfg.steps, 1), "obs_shape": list(model.observation_space.shape)}
+    return {**sb3_window(model, args, window_budget(run, args), 1), "obs_shape": list(model.observation_space.shape)}
 
 
 def worker_rlcli_hopper_td3(args: WorkerArgs) -> dict[str, Any]:

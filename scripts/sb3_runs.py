@@ -374,8 +374,11 @@ def record_of(cfg: RunConfig, steps: int, progress: Progress, kwargs: dict[str, 
 
 
 def settings(cfg: RunConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What makes two records of a seed comparable: the rlcli settings and SB3's arguments from them."""
-    return {"rlcli": cfg.model_dump(mode="json"), "sb3": described(kwargs)}
+    """What makes two records of a seed comparable: the rlcli settings and SB3's arguments from them (not
+    ``flush_denormal``, which SB3's training never reads)."""
+    rlcli = cfg.model_dump(mode="json")
+    rlcli["algo"].pop("flush_denormal", None)
+    return {"rlcli": rlcli, "sb3": described(kwargs)}
 
 
 def versions() -> dict[str, str]:

@@ -31,7 +31,7 @@ from rlcli.config import (
     split_env_sections,
 )
 from rlcli.envs import env_group, import_env_module
-from rlcli.envs.registry import resolve_backend, resolve_env_id
+from rlcli.envs.registry import entry_id, resolve_backend, resolve_env_id
 from rlcli.errors import UsageError
 
 REGISTRY: dict[str, AlgoSpec] = {}
@@ -58,7 +58,7 @@ def hyperparams_file(algo: str) -> Path:
 
 def hyperparams_layers(algo: str, env_id: str, group: str | None) -> list[tuple[str, dict[str, Any]]]:
     """The parts of ``algo``'s hyperparameter file that apply to ``env_id``, named, in merge order."""
-    return config.hyperparams_layers(hyperparams_file(algo), env_id, group)
+    return config.hyperparams_layers(hyperparams_file(algo), entry_id(env_id), group)
 
 
 def hyperparams_for(algo: str, env_id: str, group: str | None) -> dict[str, Any]:
@@ -88,6 +88,8 @@ def run_config(data: dict[str, Any]) -> RunConfig:
     if not isinstance(algo, dict) or "algo" not in algo:  # the shared fields' own errors name what is wrong
         return RunConfig.model_validate(data)
     algo, env = dict(algo), data.get("env")
+    # runs saved before the setting kept subnormal floats: resumed, they keep them and stay exact
+    algo.setdefault("flush_denormal", False)
     if "env_kwargs" in algo and isinstance(env, dict):
         env = {**env, "kwargs": algo.pop("env_kwargs")}
     model = spec_for(str(algo.get("algo"))).config

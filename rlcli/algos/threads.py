@@ -44,12 +44,9 @@ def torch_threads(n: int | None) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
-def flush_subnormals(on: bool) -> bool:
-    """Flushes subnormal floats to zero on the CPU where ``on`` and the CPU can; returns whether it did (for
-    ``stop_flushing_subnormals``). The CPU's flag belongs to each thread: it holds on this one and on the
-    torch worker threads started after it, so a process sets it before its first parallel operation."""
-    return on and torch.set_flush_denormal(True)
-
-
-def stop_flushing_subnormals() -> None:
-    torch.set_flush_denormal(False)
+def flush_subnormals(on: bool) -> None:
+    """Subnormal floats read and written as zero on the CPU (``on``), or kept, from here on. The CPU's flag
+    belongs to each thread: this one's, and that of every torch worker thread started after it, which copies
+    it; so a process sets it before its first parallel operation and keeps it (worker threads started
+    earlier keep theirs)."""
+    torch.set_flush_denormal(on)

@@ -113,7 +113,8 @@ class ResidentEnv(Protocol):
 
 @runtime_checkable
 class RenderedEnv(Protocol):
-    """An env made with a ``render_mode`` (gymnasium's and PettingZoo's backends; envpool's renders nothing)."""
+    """An env made with a ``render_mode``: gymnasium's and PettingZoo's backends, and envpool's for the tasks
+    only it has."""
 
     def render(self) -> np.ndarray:
         """The first env's frame (RGB)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
 from rlcli.envs.layout import MASK_KEY, ObsFlattener, ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
+from rlcli.errors import UsageError
 
 # Standard Atari preprocessing (Machado et al. / Nature DQN); rlcli/envs/atari.py copies it for gymnasium.
 ATARI_KWARGS = dict(
@@ -32,14 +34,20 @@ _gl_context: Any = None
 
 
 def current_gl_context() -> None:
-    """An off-screen OpenGL context current on this thread, made once a process through MuJoCo's own
-    (``MUJOCO_GL``: egl, osmesa): envpool's C++ MuJoCo renders into whatever context is current and makes
-    none of its own."""
+    """Makes an off-screen OpenGL context current on this thread (one a process, made through MuJoCo's own
+    ``GLContext``, ``MUJOCO_GL``: egl, osmesa): envpool's C++ MuJoCo renders into whatever context is current
+    and makes none of its own. A UsageError where none can be made."""
     global _gl_context
     if _gl_context is None:
         import mujoco
 
-        _gl_context = mujoco.GLContext(64, 64)
+        try:
+            _gl_context = mujoco.GLContext(64, 64)
+        except Exception as e:  # no EGL or OSMesa library, or no device they can open
+            detail = " ".join(str(e).split())
+            raise UsageError(f"no off-screen OpenGL context for envpool's renderer (MUJOCO_GL="
+                             f"{os.environ.get('MUJOCO_GL', 'unset')}; egl needs libEGL, osmesa libOSMesa): "
+                             f"{type(e).__name__}: {detail}") from e
     _gl_context.make_current()
 
 

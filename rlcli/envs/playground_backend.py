@@ -21,6 +21,7 @@ first use, come from envpool's asset packages where Playground has no copy of it
 from __future__ import annotations
 
 import os
+import uuid
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
@@ -86,41 +87,58 @@ def envpool_menagerie_robots() -> dict[str, Path]:
     return robots
 
 
+_playgrounds_menagerie: Any = None  # Playground's own Menagerie path, once rlcli points it at envpool's copy
+
+
 def menagerie_from_envpool() -> None:
     """Points Playground at envpool's copy of the Menagerie robots when it has none of its own: a folder of
     links to them in rlcli's cache (envpool splits them over several packages; Playground reads one folder).
-    Playground's own copy, where it has one, is left as it is."""
+    Playground's own copy, where it has one, stays its source; a cache rlcli cannot write leaves it as it is."""
+    global _playgrounds_menagerie
     from etils import epath
     from mujoco_playground._src import mjx_env
 
-    if mjx_env.MENAGERIE_PATH.exists():
-        return
     robots = envpool_menagerie_robots()
-    if not robots:
+    if _playgrounds_menagerie is not None or mjx_env.MENAGERIE_PATH.exists() or not robots:
         return
     folder = cache_dir() / "mujoco_menagerie"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, target in robots.items():
-        link = folder / name
-        if link.is_symlink() and link.readlink() == target:
-            continue
-        staging = folder / f".{name}.{os.getpid()}"
-        staging.unlink(missing_ok=True)
-        staging.symlink_to(target, target_is_directory=True)
-        staging.replace(link)  # atomic: a second process sees the old link or the new one
-    mjx_env.MENAGERIE_PATH = epath.Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, target in robots.items():
+            link = folder / name
+            if link.is_symlink() and link.readlink() == target:
+                continue
+            if link.exists() and not link.is_symlink():  # a folder put there by hand: left as it is
+                continue
+            staging = folder / f".{name}.{uuid.uuid4().hex}"
+            staging.symlink_to(target, target_is_directory=True)
+            staging.replace(link)  # atomic: another process sees the old link or the new one
+    except OSError:
+        return
+    _playgrounds_menagerie, mjx_env.MENAGERIE_PATH = mjx_env.MENAGERIE_PATH, epath.Path(folder)
 
 
 def load_task(name: str, overrides: dict[str, Any]) -> Any:
-    """Playground's task ``name`` with its config overridden; a UsageError where it cannot be made."""
+    """Playground's task ``name`` with its config overridden; a UsageError where it cannot be made. A robot
+    envpool's copy lacks is tried again from Playground's own Menagerie (which it clones where it can)."""
     from mujoco_playground import registry
+    from mujoco_playground._src import mjx_env
 
     menagerie_from_envpool()
     try:
         return registry.load(name, config_overrides=overrides)
     except Exception as e:  # a config key the task lacks, a model file it cannot fetch
-        detail = " ".join(str(e).split())
-        raise UsageError(f"MuJoCo Playground's {name} could not be made: {type(e).__name__}: {detail}") from e
+        error = e
+    if _playgrounds_menagerie is not None and mjx_env.MENAGERIE_PATH != _playgrounds_menagerie:
+        ours, mjx_env.MENAGERIE_PATH = mjx_env.MENAGERIE_PATH, _playgrounds_menagerie
+        try:
+            return registry.load(name, config_overrides=overrides)
+        except Exception:
+            pass
+        finally:
+            mjx_env.MENAGERIE_PATH = ours
+    detail = " ".join(str(error).split())
+    raise UsageError(f"MuJoCo Playground's {name} could not be made: {type(error).__name__}: {detail}") from error
 
 
 def jax_device(device: torch.device) -> Any:

@@ -101,6 +101,14 @@ def envpool_name(env_id: str) -> str | None:
     return name if name in envpool_ids() else None
 
 
+def entry_id(env_id: str) -> str:
+    """The id a hyperparameter entry for ``env_id`` is keyed by: envpool's ``MuJoCoPlayground/X-v1`` is its
+    ``X-v1``."""
+    from rlcli.envs.playground_backend import PREFIX
+
+    return env_id.removeprefix(PREFIX)
+
+
 def gymnasium_name(env_id: str) -> str | None:
     """The gymnasium id for an id (envpool's ``Pong-v5`` is gymnasium's ``ALE/Pong-v5``)."""
     if env_id in gym.registry:  # before registering Atari: a CartPole process need not import ale_py

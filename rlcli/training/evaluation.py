@@ -214,7 +214,7 @@ def render_off_screen() -> None:
 
 def rendered(env: VecEnv) -> RenderedEnv:
     """``env``, made with a render_mode, as the screen it renders to."""
-    assert isinstance(env, RenderedEnv), "a render_mode makes gymnasium's or PettingZoo's backend, which render"
+    assert isinstance(env, RenderedEnv), "a render_mode makes a backend that renders (gymnasium, PettingZoo, envpool)"
     return env
 
 

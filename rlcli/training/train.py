@@ -31,7 +31,7 @@ import torch
 
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.algos.threads import ThreadPlan, flush_subnormals, stop_flushing_subnormals
+from rlcli.algos.threads import ThreadPlan, flush_subnormals
 from rlcli.algos.world import SINGLE, World, envs_per_process
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
@@ -161,7 +161,6 @@ class Session:
     world: World = SINGLE  # the processes training this run together
     interrupted: Callable[[], bool] = lambda: False  # whether a Ctrl-C reached this process (of several)
     lock: RunLock | None = None  # the lead's hold on the run directory
-    flushing_subnormals: bool = False  # set_up turned the CPU's flushing of subnormal floats on; close turns it off
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
@@ -206,20 +205,16 @@ def set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_p
     holds the run directory's lock from here to the end of ``run``: a second writer is refused."""
     fresh = not run_dir.exists()
     lock = world.on_lead(RunLock.acquire, run_dir)
-    # before the envs and agent: torch's worker threads take the CPU's flag from the thread that starts them
-    flushing = flush_subnormals(cfg.algo.flush_denormal)
     try:
         session = _set_up(cfg, run_dir, callbacks, wandb_project, resume, save_buffer, on_hold, world)
     except BaseException:
-        if flushing:
-            stop_flushing_subnormals()
         if lock is not None:
             lock.release()
             if fresh and [p.name for p in run_dir.iterdir()] == [LOCK]:  # nothing else written: as it was
                 (run_dir / LOCK).unlink()
                 run_dir.rmdir()
         raise
-    session.lock, session.flushing_subnormals = lock, flushing
+    session.lock = lock
     return session
 
 
@@ -227,6 +222,8 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
             resume: bool, save_buffer: bool, on_hold: Callable[[], None] | None, world: World) -> Session:
     run = open_run(cfg, run_dir, resume, world)
     cfg, meta, start = run.cfg, run.meta, run.steps
+    # before the envs and agent, whose threads copy the CPU's flag from this one
+    flush_subnormals(cfg.algo.flush_denormal)
     save_buffer = save_buffer or bool(meta.get("save_buffer", False))
     seed_everything(cfg.seed + start + RANK_SEED_STRIDE * world.rank)
     plan = thread_plan(cfg, world.local_size)
@@ -566,8 +563,6 @@ def close(session: Session) -> None:
             session.eval_env.close()
         if session.lock is not None:
             session.lock.release()
-        if session.flushing_subnormals:
-            stop_flushing_subnormals()
 
 
 def _next_multiple(step: int, every: int) -> int:

@@ -57,3 +57,18 @@ def test_play_records_an_envpool_only_task(tmp_path):
     with imageio.get_reader(str(video)) as reader:
         frames = [frame for frame in reader]  # its length is unknown (inf) to list()
     assert len(frames) >= 30 and frames[0].shape[-1] == 3 and frames[0].std() > 0
+
+
+def test_a_machine_without_an_off_screen_context_is_told_in_one_line(monkeypatch):
+    import mujoco
+
+    from rlcli.envs import envpool_backend
+
+    def no_display(*_):
+        raise RuntimeError("cannot initialize EGL display")
+
+    monkeypatch.setattr(envpool_backend, "_gl_context", None)
+    monkeypatch.setattr(mujoco, "GLContext", no_display)
+    with pytest.raises(UsageError, match=r"no off-screen OpenGL context for envpool's renderer \(MUJOCO_GL=egl; "
+                                         r"egl needs libEGL, osmesa libOSMesa\): RuntimeError: cannot initialize EGL"):
+        make_vec_env("CartpoleSwingup-v1", 1, seed=0, render_mode="rgb_array")

@@ -67,10 +67,11 @@ def test_collector_masks_reset_rows_and_bootstraps_from_final_value(backend):
     expected_valid = torch.ones_like(buf.valid)
     expected_valid[1:] = ~dones[:-1]
     assert torch.equal(buf.valid, expected_valid)
-    # the value in row t+1 is the critic's value of the observation returned at step t
+    # the value in row t+1 is the critic's value of the observation returned at step t; one row alone sums in
+    # another order than the batch of 4 (and a busy machine's BLAS may split the batch differently): atol
     t, i = (dones[:-1]).nonzero()[0].tolist()
     with torch.no_grad():
-        assert torch.allclose(buf.values[t + 1, i], agent.net.value(buf.obs[t + 1, i][None])[0])
+        assert torch.allclose(buf.values[t + 1, i], agent.net.value(buf.obs[t + 1, i][None])[0], atol=1e-6)
     env.close()
 
 

@@ -119,12 +119,14 @@ def test_a_menagerie_robot_is_made_from_envpools_copy_when_playground_has_none(t
     from etils import epath
     from mujoco_playground._src import mjx_env
 
+    from rlcli.envs import playground_backend
     from rlcli.envs.playground_backend import envpool_menagerie_robots, load_task, menagerie_from_envpool
 
     robots = envpool_menagerie_robots()
     if "unitree_go1" not in robots:
         pytest.skip("envpool's MuJoCo Playground assets are not installed")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(playground_backend, "_playgrounds_menagerie", None)
     monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(tmp_path / "not-cloned"))
     task = load_task("Go1JoystickFlatTerrain", {"impl": "jax"})
     assert task.action_size == 12 and dict(task.observation_size) == {"state": (48,), "privileged_state": (123,)}
@@ -134,8 +136,54 @@ def test_a_menagerie_robot_is_made_from_envpools_copy_when_playground_has_none(t
     menagerie_from_envpool()  # again: the links are there, nothing changes
     assert sorted(p.name for p in folder.iterdir()) == sorted(robots)
 
+
+def test_playgrounds_own_menagerie_stays_its_source_and_serves_what_envpools_copy_lacks(tmp_path, monkeypatch):
+    from etils import epath
+    from mujoco_playground import registry
+    from mujoco_playground._src import mjx_env
+
+    from rlcli.envs import playground_backend
+    from rlcli.envs.playground_backend import envpool_menagerie_robots, load_task, menagerie_from_envpool
+
+    if not envpool_menagerie_robots():
+        pytest.skip("envpool's MuJoCo Playground assets are not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(playground_backend, "_playgrounds_menagerie", None)
     own = tmp_path / "own"
     own.mkdir()
     monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(own))
     menagerie_from_envpool()
-    assert mjx_env.MENAGERIE_PATH == epath.Path(own)  # Playground's own copy stays its source
+    assert mjx_env.MENAGERIE_PATH == epath.Path(own) and not (tmp_path / "rlcli").exists()
+
+    # no copy of Playground's: envpool's is used, and a robot it lacks is looked for in Playground's own place
+    playgrounds = epath.Path(tmp_path / "not-cloned")
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", playgrounds)
+    tried = []
+
+    def load(name, config_overrides):
+        tried.append(mjx_env.MENAGERIE_PATH)
+        if mjx_env.MENAGERIE_PATH != playgrounds:
+            raise FileNotFoundError("robots/absent.xml")
+        return "made from Playground's own Menagerie"
+
+    monkeypatch.setattr(registry, "load", load)
+    assert load_task("SomeRobotTask", {}) == "made from Playground's own Menagerie"
+    assert tried == [epath.Path(tmp_path / "rlcli" / "mujoco_menagerie"), playgrounds]
+    assert mjx_env.MENAGERIE_PATH == tried[0]  # envpool's copy stays the source of the robots it has
+
+
+def test_a_cache_rlcli_cannot_write_leaves_playground_as_it_is(tmp_path, monkeypatch):
+    from etils import epath
+    from mujoco_playground._src import mjx_env
+
+    from rlcli.envs import playground_backend
+    from rlcli.envs.playground_backend import envpool_menagerie_robots, menagerie_from_envpool
+
+    if not envpool_menagerie_robots():
+        pytest.skip("envpool's MuJoCo Playground assets are not installed")
+    (tmp_path / "rlcli").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(playground_backend, "_playgrounds_menagerie", None)
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(tmp_path / "not-cloned"))
+    menagerie_from_envpool()
+    assert mjx_env.MENAGERIE_PATH == epath.Path(tmp_path / "not-cloned")

@@ -1,45 +1,66 @@
-"""Subnormal floats flushed to zero while training (``flush_denormal``, on by default): on during the run,
-off after it and when it is set false; Adam's moments of weights whose gradient stays zero decay into the
-subnormal range, where each operation on them costs the CPU about ten times a normal one. Flushing them
-changes no trained weight: the weights of a DQN run are the same bits both ways."""
+"""Subnormal floats flushed to zero in a training process (``flush_denormal``, on by default): from the run's
+set-up on, or kept where it is set false or where a run saved before the setting resumes. Adam's moments of
+weights whose gradient stays zero decay into the subnormal range, where each operation on them costs the CPU
+about ten times a normal one. Flushing them changes no trained weight here: the weights of a DQN run on two
+threads are the same bits both ways."""
+
+import subprocess
+import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlcli.algos import resolve
+from rlcli.algos import resolve, run_config
 from rlcli.training.train import train
 
-SUBNORMAL = 1e-40  # below float32's smallest normal, 1.18e-38
 TINY = torch.finfo(torch.float32).tiny
+DQN = {"steps": 3000, "learning_starts": 500, "log_every": 500}
 
 
 def flushed_now() -> bool:
-    return float(torch.tensor(SUBNORMAL) * 1.0) == 0.0
+    return float(torch.tensor(1e-40) * 1.0) == 0.0  # 1e-40: below float32's smallest normal
 
 
-def run(tmp_path, name: str, flush: bool, seen: list[bool]):
-    cfg = resolve("dqn", "CartPole-v1", overrides={"steps": 3000, "learning_starts": 500, "log_every": 500,
-                                                     "flush_denormal": flush},
-                  seed=3, device="cpu", torch_threads=1)
-    train(cfg, tmp_path / name, [lambda state: seen.append(flushed_now()) and False])
-    return load_file(tmp_path / name / "model.safetensors"), load_file(tmp_path / name / "optimizer.safetensors")
+def subnormals(tensors: dict[str, torch.Tensor]) -> int:
+    return sum(int(((t != 0) & (t.abs() < TINY)).sum()) for t in tensors.values() if t.is_floating_point())
 
 
-def test_flushing_holds_during_training_alone_and_changes_no_weight(tmp_path):
+@pytest.fixture(autouse=True)
+def kept_after():
     if not torch.set_flush_denormal(False):
         pytest.skip("this CPU has no flush-to-zero flag")
-    assert not flushed_now()
-    during: list[bool] = []
-    flushed_weights, flushed_moments = run(tmp_path, "flushed", True, during)
-    assert during and all(during) and not flushed_now()  # on in every iteration, off after the run
-    kept: list[bool] = []
-    kept_weights, kept_moments = run(tmp_path, "kept", False, kept)
-    assert kept and not any(kept)
+    yield
+    torch.set_flush_denormal(False)  # the process's setting: the next test starts as pytest did
+
+
+def test_the_flag_holds_from_set_up_as_the_run_says(tmp_path):
+    for flush in (True, False):
+        cfg = resolve("dqn", "CartPole-v1", overrides={**DQN, "steps": 1000, "flush_denormal": flush}, seed=3,
+                      device="cpu", torch_threads=1)
+        seen: list[bool] = []
+        train(cfg, tmp_path / str(flush), [lambda state, seen=seen: seen.append(flushed_now()) and False])
+        assert seen and set(seen) == {flush}  # in every iteration
+
+
+def test_a_run_saved_before_the_setting_keeps_subnormals_when_resumed():
+    saved = resolve("dqn", "CartPole-v1", overrides=DQN).model_dump(mode="json")
+    assert saved["algo"].pop("flush_denormal") is True  # new runs flush
+    assert run_config(saved).algo.flush_denormal is False
+
+
+def test_two_threads_of_a_training_process_flush_from_its_set_up(tmp_path):
+    """``rlcli train`` in a process of its own with two torch threads: no subnormal moment survives."""
+    moments = {}
+    for flush in ("true", "false"):
+        run = tmp_path / flush
+        subprocess.run([sys.executable, "-m", "rlcli", "train", "CartPole-v1", "--algo", "dqn", "--seed", "3",
+                        "--threads", "2", "--eval-every", "0", "--run-dir", str(run), "-p", "flush_denormal=" + flush,
+                        *[f"-p{key}={value}" for key, value in DQN.items()]], check=True, capture_output=True)
+        moments[flush] = (load_file(run / "optimizer.safetensors"), load_file(run / "model.safetensors"))
+    (flushed_moments, flushed_weights), (kept_moments, kept_weights) = moments["true"], moments["false"]
+    assert subnormals(kept_moments) > 1000 and subnormals(flushed_moments) == 0
     assert all(torch.equal(flushed_weights[k], kept_weights[k]) for k in kept_weights)
-    subnormals = sum(int(((m != 0) & (m.abs() < TINY)).sum()) for m in kept_moments.values() if m.is_floating_point())
-    assert subnormals > 1000  # 1,000 gradient steps leave tens of thousands of Adam's moments subnormal
     for key, moment in kept_moments.items():  # the moments differ only where one side kept a subnormal
-        subnormal = (moment != 0) & (moment.abs() < TINY)
-        assert torch.equal(flushed_moments[key][~subnormal], moment[~subnormal])
-        assert not ((flushed_moments[key] != 0) & (flushed_moments[key].abs() < TINY)).any()
+        normal = (moment == 0) | (moment.abs() >= TINY)
+        assert torch.equal(flushed_moments[key][normal], moment[normal])
