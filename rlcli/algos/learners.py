@@ -342,7 +342,7 @@ class OffPolicyLearner:
             from rlcli.envs.host import HostArrays
 
             env = HostArrays(env)
-        self.env, self.agent, self.cfg, self.device = env, agent, cfg, agent.device
+        self.env, self.agent, self.cfg, self.device, self.plan = env, agent, cfg, agent.device, plan
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
@@ -411,17 +411,25 @@ class OffPolicyLearner:
             taken += n
             if self.buffer.size > max(cfg.learning_starts, cfg.batch_size - 1):
                 self.updates_owed += cfg.utd_ratio * stored
-                while self.updates_owed >= 1.0:
-                    batch = self.buffer.sample(cfg.batch_size, step / cfg.steps)
-                    metrics = agent.update(batch)
-                    if cfg.prioritized:
-                        metrics = dict(metrics)
-                        self.buffer.update_priorities(batch.index, metrics.pop(PRIORITIES))
-                    means.add(metrics)
-                    n_updates += 1
-                    self.updates_owed -= 1.0
+                if self.updates_owed >= 1.0:
+                    with torch_threads(self.plan.updating):
+                        n_updates += self._update(means, step)
         self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+
+    def _update(self, means: MetricMeans, step: int) -> int:
+        """The gradient steps owed, each on a fresh batch; returns how many."""
+        cfg, n_updates = self.cfg, 0
+        while self.updates_owed >= 1.0:
+            batch = self.buffer.sample(cfg.batch_size, step / cfg.steps)
+            metrics = self.agent.update(batch)
+            if cfg.prioritized:
+                metrics = dict(metrics)
+                self.buffer.update_priorities(batch.index, metrics.pop(PRIORITIES))
+            means.add(metrics)
+            n_updates += 1
+            self.updates_owed -= 1.0
+        return n_updates
 
     def _add_n_step(self, nstep: NStepReturns, obs: torch.Tensor, actions: np.ndarray, result: StepResult,
                     real: np.ndarray) -> int:

@@ -94,7 +94,11 @@ SEARCH_SPACE: dict[str, Any] = {
 
 
 def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
-    """One thread to act (the env backend's threads step beside it), every core for the update."""
+    """An MLP acts with one thread (the env backend's threads step beside it) and updates with every core; a
+    CNN on a CPU takes every core for both, as PPO's does: its acting is a convolution stack over every env's
+    frames (Pong, 16k steps on 2 cores: 57.7 s acting on one thread, 50.9 s on two)."""
+    if cfg.device != "cuda" and cfg.algo.trunk == "cnn":  # type: ignore[attr-defined]
+        return ThreadPlan(cores, cores)
     return ThreadPlan(1, cores)
 
 

@@ -230,6 +230,34 @@ def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_pa
     assert "max |Δaction| = 0" in exported
 
 
+def test_the_off_policy_learner_updates_with_the_plans_update_threads_and_acts_with_its_acting_threads():
+    from rlcli.algos import resolve
+    from rlcli.algos.threads import ThreadPlan, torch_threads
+    from rlcli.training.agents import build_agent, build_learner, make_env
+
+    cfg = resolve("dqn", "CartPole-v1", overrides={"learning_starts": 64, "batch_size": 16, "log_every": 128})
+    env = make_env(cfg, 1, 0)
+    seen: dict[str, set[int]] = {"act": set(), "update": set()}
+
+    def counted(name, method):
+        def call(*args):
+            seen[name].add(torch.get_num_threads())
+            return method(*args)
+        return call
+
+    try:
+        learner = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 3))
+        learner.agent.act = counted("act", learner.agent.act)
+        learner.agent.update = counted("update", learner.agent.update)
+        with torch_threads(1):
+            steps, metrics = learner.iterate(0)
+            assert torch.get_num_threads() == 1
+    finally:
+        env.close()
+    assert steps == 128 and metrics["charts/gradient_steps"] > 0
+    assert seen == {"act": {1}, "update": {3}}
+
+
 def test_the_rainbow_preset_turns_every_component_on_over_the_atari_group():
     from rlcli.algos import resolve
 

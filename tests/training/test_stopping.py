@@ -85,6 +85,12 @@ def test_thread_policy(monkeypatch):
     assert choose_threads(_cfg("ppo", "CartPole-v1", torch_threads=3)) == (3, 3)
     pong = resolve("ppo", "Pong-v5")
     assert choose_threads(pong) == (2, 2)  # a CNN's acting is convolutions over every env's frames
+    # value-based: a CNN never switches counts (a switch cost ~9 ms a gradient step), an MLP's one-row
+    # acting stays on one thread and its update takes every core once a batch is large enough to share
+    assert choose_threads(resolve("dqn", "Pong-v5")) == choose_threads(resolve("pqn", "Pong-v5")) == (2, 2)
+    assert choose_threads(resolve("dqn", "CartPole-v1")) == (1, 2)  # 64 rows of 256
+    assert choose_threads(resolve("dqn", "CartPole-v1", overrides={"hidden": [64, 64]})) == (1, 1)
+    assert choose_threads(resolve("pqn", "CartPole-v1")) == (1, 2)
     # an LSTM of 64 updates on one thread; of 256, on every core
     assert choose_threads(_cfg("ppo", "CartPoleNoVel-v1")) == (1, 1)
     wide = {"network": {"recurrent": "lstm", "recurrent_size": 256}}

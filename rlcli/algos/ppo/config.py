@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import gymnasium as gym
 from pydantic import Field, model_validator
 
-from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.threads import ThreadPlan, update_shares_cores
 from rlcli.config import AlgoConfig, NetworkConfig, Precision, RunConfig, Schedule
 from rlcli.errors import UsageError
 
@@ -157,15 +157,10 @@ def thread_plan(cfg: RunConfig, cores: int) -> ThreadPlan:
 
 
 def shares_cores(algo: PPOConfig) -> bool:
-    """Whether an MLP update is worth a second thread: layers (or a memory) at least 128 wide and a minibatch's product
-    with the widest of at least 2^22 multiply-adds. Forward, backward and Adam of a two-layer MLP on 2
-    cores, one thread against two (µs): 64 wide, 64 rows 317 against 353, 2,048 rows 1,240 against 1,469;
-    256 wide, 64 rows 680 against 594, 512 rows 2,998 against 1,622. Below, a second thread gains nothing
-    alone, and beside a busy process its spinning wait collapses the update (64 rows of 64: 317 against
-    1,584 µs)."""
+    """Whether the MLP update (layers or a memory) is worth a second thread (``update_shares_cores``)."""
     network = algo.network
     widest = max((*network.hidden, network.recurrent_size if network.recurrent else 0), default=64)
-    return widest >= 128 and algo.minibatch_size * widest * widest >= 2 ** 22
+    return update_shares_cores(algo.minibatch_size, widest)
 
 
 def check_spaces(obs_space: gym.Space, action_space: gym.Space) -> None:
