@@ -957,9 +957,11 @@ class WorkerError(RuntimeError):
 
 def run_process(argv: list[str]) -> tuple[float, str]:
     """(wall seconds around the whole process, its stdout); raises WorkerError on a non-zero exit."""
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
-    seconds = time.perf_counter() - start
+    # SB3's logger makes a folder even with no outputs ($SB3_LOGDIR, else one in /tmp): this one, removed after
+    with tempfile.TemporaryDirectory(prefix="bench-peers-sb3-") as logs:
+        start = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env={**os.environ, "SB3_LOGDIR": logs})
+        seconds = time.perf_counter() - start
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise WorkerError(f"{' '.join(argv[1:])} exited with {proc.returncode}:\n{tail}")

@@ -166,6 +166,7 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
     """SB3's model for ``cfg``: new, or loaded from the save folder ``found``."""
     import numpy as np
     from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.noise import NormalActionNoise
 
     kwargs = copy.deepcopy(kwargs)  # SB3 adds its own keys to the policy_kwargs it is given
@@ -175,8 +176,12 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
     model_class: Any = {"sac": SAC, "td3": TD3}[cfg.algo.algo]
     if found is not None:
         extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
-        return model_class.load(found / "model.zip", env=env, device="cpu", **extra)
-    return model_class("MlpPolicy", env, seed=cfg.seed, device="cpu", **kwargs)
+        model = model_class.load(found / "model.zip", env=env, device="cpu", **extra)
+    else:
+        model = model_class("MlpPolicy", env, seed=cfg.seed, device="cpu", **kwargs)
+    # no outputs: this script logs its own progress, and SB3's default logger makes a folder in /tmp
+    model.set_logger(Logger(None, []))
+    return model
 
 
 def described(kwargs: dict[str, Any]) -> dict[str, Any]:

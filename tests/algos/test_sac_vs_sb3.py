@@ -22,7 +22,7 @@ from rlcli.nets.models import SquashedGaussianActor, squashed_gaussian_log_prob
 
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import SAC as SB3SAC  # noqa: E402
-from stable_baselines3.common.logger import configure  # noqa: E402
+from stable_baselines3.common.logger import Logger  # noqa: E402
 from stable_baselines3.common.type_aliases import ReplayBufferSamples  # noqa: E402
 from stable_baselines3.common.utils import polyak_update as sb3_polyak_update  # noqa: E402
 
@@ -110,7 +110,7 @@ def make_pair(bound: float = 1.0, **overrides):
     env = BoxEnv(bound)
     agent = SAC(cfg, env.observation_space, env.action_space, 1, CPU)
     model = SB3SAC("MlpPolicy", env, device="cpu", seed=0, **sb3_runs_script().sb3_sac_kwargs(cfg))
-    model.set_logger(configure(None, []))
+    model.set_logger(Logger(None, []))  # configure() makes a folder in /tmp
     copy_weights(agent, model)
     return agent, model
 
@@ -285,6 +285,7 @@ def test_sb3_stores_every_env_step_and_bootstraps_truncations_from_the_final_obs
 
     model = SB3SAC("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), learning_starts=10_000, device="cpu",
                    seed=0)
+    model.set_logger(Logger(None, []))
     model.learn(450)
     buf = model.replay_buffer
     assert buf.pos == 450

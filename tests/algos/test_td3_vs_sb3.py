@@ -12,7 +12,7 @@ from tests.algos.test_sac_vs_sb3 import ACT_DIM, BATCH, CPU, BoxEnv, critic_laye
 
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import TD3 as SB3TD3  # noqa: E402
-from stable_baselines3.common.logger import configure  # noqa: E402
+from stable_baselines3.common.logger import Logger  # noqa: E402
 from stable_baselines3.common.type_aliases import ReplayBufferSamples  # noqa: E402
 
 
@@ -63,7 +63,7 @@ def make_pair(**overrides):
     kwargs = sb3_runs_script().sb3_td3_kwargs(cfg)
     kwargs.pop("action_noise_std")  # exploration: acting, not the update
     model = SB3TD3("MlpPolicy", env, device="cpu", seed=0, **kwargs)
-    model.set_logger(configure(None, []))
+    model.set_logger(Logger(None, []))  # configure() makes a folder in /tmp
     copy_weights(agent, model)
     return agent, model
 

@@ -2,6 +2,7 @@
 processes, and what the two sides ran is the same where a row claims identical settings. Its figures
 (one rollout per side) are not checked, only that each is a real measurement."""
 
+import getpass
 import json
 import math
 import os
@@ -22,13 +23,20 @@ SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def scratch(tmp_path_factory):
+    """The temporary folder the script and its workers are given (TMPDIR)."""
+    return tmp_path_factory.mktemp("tmp")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, scratch):
     out = tmp_path_factory.mktemp("bench")
     # a session of its own, so that a timeout also ends the worker processes the script started
     proc = subprocess.Popen(
         [sys.executable, "scripts/bench_peers.py", "--quick", "--repeats", "1", "--cartpole-repeats", "1",
          "--json", str(out / "bench.json"), "--markdown", str(out / "bench.md")],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)})
     try:
         stdout, stderr = proc.communicate(timeout=600)
     except subprocess.TimeoutExpired:
@@ -37,6 +45,12 @@ def report(tmp_path_factory):
         pytest.fail("bench_peers.py --quick ran past 600 s:\n" + stdout[-3000:] + stderr[-3000:])
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text()
+
+
+def test_nothing_is_left_in_the_temporary_folder(report, scratch):
+    # but torch's compiler cache, which outlives a run by design; SB3's loggers made an SB3-<time> folder a worker
+    cache = f"torchinductor_{getpass.getuser()}"
+    assert sorted(p.name for p in scratch.iterdir() if p.name != cache) == []
 
 
 def runs(section, measurement, side):
