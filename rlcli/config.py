@@ -146,9 +146,13 @@ class MultiAgentConfig(Frozen):
     eval_opponents: tuple[Literal["random", "scripted"], ...] | None = None
 
 
+# the env backends a run, a tune or a benchmark may name (rlcli.envs.registry.resolve_backend picks for auto)
+BackendName = Literal["auto", "envpool", "gymnasium", "torch", "playground", "mjlab"]
+
+
 class EnvConfig(Frozen):
     id: str
-    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
+    backend: BackendName = "auto"
     env_module: str | None = None  # imported first; registers custom gymnasium ids
     # keywords for the env's constructor (Atari: envpool's preprocessing options); hyperparameter files
     # give them as the key ``env_kwargs`` beside the algorithm's

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 
 from rlcli.algos import resolve
 from rlcli.algos.threads import available_cores
-from rlcli.config import Frozen, RunConfig, data_dir, deep_merge, parse_overrides
+from rlcli.config import BackendName, Frozen, RunConfig, data_dir, deep_merge, parse_overrides
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 from rlcli.share.names import safe_name
@@ -40,7 +40,7 @@ class TrainOptions(Frozen):
     """What every run of a benchmark passes to ``rlcli train``."""
 
     params: tuple[str, ...] = ()  # -p key=value overrides, in order
-    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
+    backend: BackendName = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Annotated[int, Field(gt=0)] = 1  # torch (and OpenMP/BLAS) threads per run
     env_module: str | None = None

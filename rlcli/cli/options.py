@@ -16,6 +16,7 @@ class Backend(str, Enum):
     gymnasium = "gymnasium"
     torch = "torch"
     playground = "playground"
+    mjlab = "mjlab"
 
 
 class Device(str, Enum):

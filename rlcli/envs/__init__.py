@@ -44,7 +44,7 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     ``threads`` caps envpool's worker threads (None: its default, one per env up to the cores).
     A PettingZoo environment's rows are its agents (``multiagent`` says how they are presented).
     An env whose own code raises while it is made is a UsageError naming the id and the error.
-    The device-resident backends' envs (torch, playground) live on ``device`` and take and return tensors there
+    The device-resident backends' envs (torch, playground, mjlab) live on ``device`` and take and return tensors there
     where one is given (a loop that keeps its rollout on the device); without one, they run on the CPU behind
     numpy arrays."""
     chosen = resolve_backend(env_id, backend)
@@ -54,13 +54,15 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
         return make_pettingzoo_env(env_id, num_envs, seed, kwargs or {}, multiagent, render_mode)
     if render_mode and chosen == "playground":
         raise UsageError(f"rlcli does not render MuJoCo Playground's tasks ({env_id}); eval measures the agent")
+    if render_mode and chosen == "mjlab":
+        raise UsageError(f"rlcli does not render MJLab's tasks ({env_id}); eval measures the agent")
     if render_mode and gymnasium_name(env_id) is None and envpool_name(env_id) is not None:
         if render_mode != "rgb_array":
             raise UsageError(f"{env_id} (envpool's alone) renders off-screen only: record it with --video FILE")
         chosen = "envpool"  # its MuJoCo tasks render frames (DM Control, Playground's robots)
     elif render_mode:
         chosen = "gymnasium"  # the torch backend's tasks are gymnasium's, which render
-    if chosen in ("torch", "playground"):
+    if chosen in ("torch", "playground", "mjlab"):
         return _resident(chosen, env_id, num_envs, seed, kwargs, device)
     atari = env_group(env_id) == "atari"
     if chosen == "envpool":
@@ -96,9 +98,13 @@ def _resident(backend: str, env_id: str, num_envs: int, seed: int, kwargs: dict[
         from rlcli.envs.torch_backend import TorchVecEnv
 
         resident = TorchVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
-    else:
+    elif backend == "playground":
         from rlcli.envs.playground_backend import PlaygroundVecEnv
 
         resident = PlaygroundVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
+    else:
+        from rlcli.envs.mjlab_backend import MjlabVecEnv
+
+        resident = MjlabVecEnv(env_id, num_envs, seed, device or "cpu", kwargs)
     # a resident env presents VecEnv's interface over tensors; the loops that take it check ResidentEnv
     return cast(VecEnv, resident) if device is not None else HostArrays(resident)

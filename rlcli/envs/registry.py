@@ -25,6 +25,7 @@ from rlcli.envs.pettingzoo_ids import (
 from rlcli.errors import UsageError
 
 ATARI_PREFIX = "ALE/"
+MJLAB_PREFIX = "Mjlab-"  # every task MJLab ships is named so
 POPGYM_PREFIX = "popgym-"  # POPGym's partially observed tasks, registered when popgym is imported
 # what each extra installs, as the messages name it
 EXTRA_PACKAGES = {"atari": "ale-py", "mujoco": "MuJoCo", "memory": "POPGym", "multiagent": "PettingZoo"}
@@ -129,7 +130,8 @@ def resolve_backend(env_id: str, backend: str) -> str:
     ids only gymnasium can have (``_gymnasium_only``) envpool is not imported, 1.5-2 s of every process
     saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError. ``torch``
     (tasks written in torch, on the training device) is chosen by name alone; ``playground`` (MuJoCo
-    Playground's MJX tasks, on the training device) by name, or by ``auto`` for a name only it has."""
+    Playground's MJX tasks, on the training device) by name, or by ``auto`` for a name only it has; ``mjlab``
+    (MJLab's tasks on MuJoCo Warp, on the training device) by name, or by ``auto`` for an ``Mjlab-`` id."""
     if is_pettingzoo(env_id):
         if backend != "auto":
             raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
@@ -147,6 +149,11 @@ def resolve_backend(env_id: str, backend: str) -> str:
             hint = "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"
             raise UsageError(f"MuJoCo Playground has no task '{env_id}'{hint}")
         return backend
+    if backend == "mjlab" or (backend == "auto" and is_mjlab_id(env_id)):
+        from rlcli.envs.mjlab_backend import check_task
+
+        check_task(env_id)  # a UsageError where MJLab is missing or lacks the task
+        return "mjlab"
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
     on_envpool = not _gymnasium_only(env_id) and envpool_name(env_id) is not None
@@ -166,6 +173,11 @@ def resolve_backend(env_id: str, backend: str) -> str:
     if extra is not None:  # gymnasium lists MuJoCo ids without MuJoCo; say so now, not when the env is made
         raise UsageError(missing_extra_message(env_id, extra))
     return backend
+
+
+def is_mjlab_id(env_id: str) -> bool:
+    """Whether ``env_id`` is spelled as MJLab names its tasks (``Mjlab-...``), asked without importing it."""
+    return env_id.startswith(MJLAB_PREFIX)
 
 
 def _playground_only(env_id: str) -> bool:
@@ -259,9 +271,9 @@ def resolve_env_id(name: str) -> tuple[str, str | None]:
     ``Pong`` and ``ALE/Pong`` to ``Pong-v5`` and ``ALE/Pong-v5``; an ALE game name to its v5 id even where
     no Atari package is installed (making it then says which to install). Call ``import_env_module``
     first for custom ids. PettingZoo's environments resolve by module path or bare name (``connect_four_v3``
-    to ``pettingzoo.classic.connect_four_v3``). A UsageError where no id, or ids of different environments,
-    have that name."""
-    if _VERSIONED.fullmatch(name) or name in gym.registry:
+    to ``pettingzoo.classic.connect_four_v3``); an ``Mjlab-`` id is MJLab's, as it is. A UsageError where no
+    id, or ids of different environments, have that name."""
+    if _VERSIONED.fullmatch(name) or name in gym.registry or is_mjlab_id(name):
         return name, None
     multiagent = resolve_pettingzoo_id(name)
     if multiagent is not None:
@@ -339,10 +351,12 @@ def _domain(spec: EnvSpec) -> str | None:
 
 
 def env_group(env_id: str) -> str:
-    """Hyperparameter group: atari, mujoco, dmc, playground, box2d or classic; for PettingZoo's, games, mpe or
-    multiagent."""
+    """Hyperparameter group: atari, mujoco, dmc, playground, mjlab, box2d or classic; for PettingZoo's, games, mpe
+    or multiagent."""
     if is_pettingzoo(env_id):
         return pettingzoo_group(env_id)
+    if is_mjlab_id(env_id):
+        return "mjlab"
     gym_id = gymnasium_name(env_id)
     if env_id.startswith(ATARI_PREFIX) or (gym_id or "").startswith(ATARI_PREFIX):
         return "atari"

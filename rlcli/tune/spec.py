@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from rlcli.algos import DEFAULT
-from rlcli.config import Frozen
+from rlcli.config import BackendName, Frozen
 from rlcli.share.names import safe_name
 from rlcli.tune.space import SearchSpace
 
@@ -40,7 +40,7 @@ class TuneSpec(Frozen):
     jobs: Annotated[int, Field(gt=0)] = 1
     threads: Annotated[int, Field(gt=0)] | None = None  # torch (and envpool) threads per worker
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    backend: Literal["auto", "envpool", "gymnasium", "torch", "playground"] = "auto"
+    backend: BackendName = "auto"
     env_module: str | None = None
     seed: int = 0
 
