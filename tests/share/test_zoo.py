@@ -42,6 +42,7 @@ def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
     ("Ant-v5", "Ant-v5", "ppo", 3000),  # 4,089 over 10 episodes, each the full 1,000 steps (the lowest 3,563)
     ("Humanoid-v5", "Humanoid-v5", "ppo", 7000),  # 8,324 over 10 episodes, each the full 1,000 steps
     ("CartPole-v1-dqn", "CartPole-v1", "dqn", 475),  # 500 over 10 episodes
+    ("Pong-v5-pqn", "Pong-v5", "pqn", 19),  # 21.0 over 10 episodes, every game won 21-0
     ("Pendulum-v1-td3", "Pendulum-v1", "td3", -250),  # -129 over 10 episodes
 ])
 def test_the_zoo_agents_of_the_learning_results_evaluate_as_listed(monkeypatch, name, env_id, algo, floor):
