@@ -159,11 +159,12 @@ class MjlabVecEnv(SteppedOnWait):
         self.single_action_space.seed(seed)
         groups = self._env.single_observation_space.spaces
         space = gym.spaces.Dict({KEYS.get(g, g): self._group_space(g, s) for g, s in groups.items()})
-        self._groups = tuple(groups)
         self.obs_layout: ObsLayout | None = layout_of(space, None, self.single_action_space)
         assert self.obs_layout is not None  # a Dict observation always has a layout
         self.single_observation_space = flat_space(self.obs_layout)
-        self._done = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        # MJLab's groups in the layout's order, which the flat rows follow
+        group_of = {KEYS.get(g, g): g for g in groups}
+        self._groups = tuple(group_of[key] for key in self.obs_layout.keys)
         self.reset()
 
     def _group_space(self, group: str, space: Any) -> gym.spaces.Box:
