@@ -44,6 +44,7 @@ def test_a_zoo_agent_is_evaluated_by_name_as_it_scored(monkeypatch):
     ("CartPole-v1-dqn", "CartPole-v1", "dqn", 475),  # 500 over 10 episodes
     ("Pong-v5-pqn", "Pong-v5", "pqn", 19),  # 21.0 over 10 episodes, every game won 21-0
     ("Pendulum-v1-td3", "Pendulum-v1", "td3", -250),  # -129 over 10 episodes
+    ("HalfCheetah-v5-td3", "HalfCheetah-v5", "td3", 6500),  # 7,267 over 10 episodes (the lowest 7,157)
 ])
 def test_the_zoo_agents_of_the_learning_results_evaluate_as_listed(monkeypatch, name, env_id, algo, floor):
     pytest.importorskip("envpool")
