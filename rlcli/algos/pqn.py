@@ -6,7 +6,9 @@ It rides PPO's rollout. The collector stores max_a Q(s) as each step's value, so
 advantages plus those values are Peng's Q(lambda) returns (a truncation bootstraps from the final
 observation's values, a termination from nothing), and each epoch's minibatches regress Q(s, a) onto them.
 Acting is epsilon-greedy, epsilon falling linearly from ``epsilon_start`` to ``epsilon_end`` over the first
-``exploration_fraction`` of the budget; evaluation, play and export run the greedy policy.
+``exploration_fraction`` of the budget; evaluation, play and export run the greedy policy. With ``recurrent``,
+the Q network has memory and each minibatch is whole env sequences replayed from the rollout's stored state,
+as a recurrent PPO's are.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch import nn
 from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.algos.compiling import compiled
 from rlcli.algos.dqn.config import check_raw_pixels
+from rlcli.algos.dqn.memory import RecurrentGreedyPolicy, RecurrentQNetwork
 from rlcli.algos.dqn.networks import GreedyPolicy, QNetwork, Trunk, check_q_spaces, check_trunk
 from rlcli.algos.dqn.targets import linear_epsilon
 from rlcli.algos.optim import adam, set_lr
@@ -72,6 +75,10 @@ class PQNConfig(AlgoConfig):
     """The Q network's activation."""
     layer_norm: bool = True
     """LayerNorm before each hidden activation: what keeps PQN stable without a target network."""
+    recurrent: Literal["lstm", "gru"] | None = None
+    """A memory after the trunk (an LSTM or GRU), for partially observed tasks; none: feed-forward."""
+    recurrent_size: Annotated[int, Field(gt=0)] = 128
+    """Units of the memory."""
     normalize_obs: bool = False
     """Observations standardised by running statistics (saved with the run)."""
     clip_obs: Annotated[float, Field(gt=0)] = 10.0
@@ -80,6 +87,14 @@ class PQNConfig(AlgoConfig):
     @model_validator(mode="after")
     def _cnn_takes_raw_pixels(self) -> PQNConfig:
         check_raw_pixels(self.trunk, self.normalize_obs)
+        return self
+
+    @model_validator(mode="after")
+    def _whole_sequences(self) -> PQNConfig:
+        if self.recurrent and self.minibatch_size % self.n_steps:
+            raise ValueError(
+                f"a recurrent Q network learns from whole env sequences: minibatch_size={self.minibatch_size} "
+                f"must be a multiple of n_steps={self.n_steps}")
         return self
 
 
@@ -112,15 +127,23 @@ class PQN(nn.Module):
         self.cfg, self.device = cfg, device
         self.n_actions = n_actions(action_space)
         check_trunk("PQN", cfg.trunk, tuple(obs_space.shape))
-        self.q = QNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation, dueling=False,
-                          layer_norm=cfg.layer_norm, trunk=cfg.trunk)
+        self.q: QNetwork | RecurrentQNetwork
+        if cfg.recurrent:
+            self.q = RecurrentQNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation,
+                                       cfg.layer_norm, cfg.trunk, cfg.recurrent, cfg.recurrent_size)
+        else:
+            self.q = QNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation, dueling=False,
+                              layer_norm=cfg.layer_norm, trunk=cfg.trunk)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
         self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
         self.env_steps = 0
-        self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q)  # not a submodule: the same modules
+        greedy = RecurrentGreedyPolicy(self.obs_norm, self.q) if isinstance(self.q, RecurrentQNetwork) \
+            else GreedyPolicy(self.obs_norm, self.q)
+        self.__dict__["_greedy"] = greedy  # not a submodule: the same modules
         self._params = list(self.q.parameters())
         self._step = compiled(self.q_step, cfg.compile, device, rows_vary=True)
+        self._sequence_step = compiled(self.q_sequence_step, cfg.compile, device, rows_vary=True)
         self.minibatches = Minibatches(cfg.minibatch_size, cfg.n_steps, SINGLE, device)
 
     @staticmethod
@@ -139,12 +162,17 @@ class PQN(nn.Module):
     def load_extra_state(self, state: dict[str, int]) -> None:
         self.env_steps = int(state.get("env_steps", 0))
 
-    def policy(self, deterministic: bool = True) -> GreedyPolicy:
+    def policy(self, deterministic: bool = True) -> GreedyPolicy | RecurrentGreedyPolicy:
         """The greedy policy (evaluation is greedy either way: epsilon is training's exploration)."""
         return self._greedy
 
     @torch.no_grad()
-    def predict(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+    def predict(self, obs: torch.Tensor, deterministic: bool = True, state: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Greedy actions for raw observations; a recurrent network's are (actions, next state), from
+        ``state`` (zeros, new episodes, where None)."""
+        if isinstance(self._greedy, RecurrentGreedyPolicy):
+            return self._greedy(obs, self.initial_state(obs.shape[0]) if state is None else state)
         return self._greedy(obs)
 
     @property
@@ -154,9 +182,12 @@ class PQN(nn.Module):
     def new_rollout(self, n_envs: int) -> RolloutBuffer:
         obs_dtype = torch.uint8 if self.q.pixels else torch.float32  # frames stay bytes: a quarter the memory
         return RolloutBuffer(self.cfg.n_steps, n_envs, tuple(self.obs_norm.rms.mean.shape), obs_dtype, (),
-                             torch.long, self.device)
+                             torch.long, self.device, getattr(self.q, "state_size", 0))
 
-    def initial_state(self, n_envs: int) -> None:
+    def initial_state(self, n_envs: int) -> torch.Tensor | None:
+        """A recurrent network's state at the start of every env's first episode (zeros); None otherwise."""
+        if isinstance(self.q, RecurrentQNetwork):
+            return torch.zeros(n_envs, self.q.state_size, device=self.device)
         return None
 
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
@@ -165,13 +196,20 @@ class PQN(nn.Module):
         return self.obs_norm(obs.float(), update=True) if self.obs_norm.enabled else obs.float()
 
     def sample(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> PolicySample:
-        """Epsilon-greedy actions for observed rows; the values go on to ``value_of``."""
+        """Epsilon-greedy actions for observed rows (and a recurrent network's next state); the values go on
+        to ``value_of``."""
         with self.training_precision():
-            q = self.q(obs)
+            q, next_state = self._values(obs, state)
         greedy = q.argmax(-1)
         explore = torch.rand(obs.shape[0], device=obs.device) < self.epsilon
         actions = torch.where(explore, torch.randint_like(greedy, self.n_actions), greedy)
-        return PolicySample(actions, torch.zeros(obs.shape[0], device=obs.device), q)
+        return PolicySample(actions, torch.zeros(obs.shape[0], device=obs.device), q, next_state)
+
+    def _values(self, obs: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if isinstance(self.q, RecurrentQNetwork):
+            assert state is not None  # the collector carries it for a network with an initial state
+            return self.q.step(obs, state)
+        return self.q(obs), None
 
     def value_of(self, sample: PolicySample) -> torch.Tensor:
         return sample.critic_input.max(-1).values.float()
@@ -179,7 +217,7 @@ class PQN(nn.Module):
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """max_a Q(s, a) of raw observations (a rollout's bootstrap)."""
         with self.training_precision():
-            return self.q(self.obs_norm(obs.float())).max(-1).values.float()
+            return self._values(self.obs_norm(obs.float()), state)[0].max(-1).values.float()
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions
@@ -200,8 +238,13 @@ class PQN(nn.Module):
         set_lr(self.optimizer, lr)
         sums, steps = torch.zeros(2, device=self.device), 0
         for epoch in self.minibatches.epochs(batch, cfg.n_epochs):
-            for obs, actions, _, _, _, returns in epoch:
-                sums += self._step(obs, actions, returns)
+            for rows in epoch:
+                if len(rows) == 6:
+                    obs, actions, _, _, _, returns = rows
+                    sums += self._step(obs, actions, returns)
+                else:
+                    obs, actions, _, _, _, returns, valid, starts, state = rows
+                    sums += self._sequence_step(obs, actions, returns, valid, starts, state)
                 steps += 1
         loss, q_mean = (sums / steps).tolist()
         return {"losses/td": loss, "charts/q_mean": q_mean, "charts/epsilon": self.epsilon,
@@ -213,8 +256,24 @@ class PQN(nn.Module):
         with self.training_precision():
             q = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             loss = F.mse_loss(q, returns)
+        return self._descend(loss, q.mean())
+
+    def q_sequence_step(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor, valid: torch.Tensor,
+                        starts: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """``q_step`` for whole env sequences [steps, envs], replayed from the state before their first step;
+        the reset rows (not ``valid``) are left out of the loss."""
+        assert isinstance(self.q, RecurrentQNetwork)
+        with self.training_precision():
+            values = self.q.replay(obs, state, starts).float()
+            q = values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            weights = valid.float()
+            loss = ((q - returns).square() * weights).sum() / weights.sum().clamp_min(1.0)
+        return self._descend(loss, (q * weights).sum() / weights.sum().clamp_min(1.0))
+
+    def _descend(self, loss: torch.Tensor, q_mean: torch.Tensor) -> torch.Tensor:
+        """Backward, clipping and Adam; (the loss, the mean Q) detached."""
         self.optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(self._params, self.cfg.max_grad_norm, foreach=True)
         self.optimizer.step()
-        return torch.stack([loss.detach(), q.mean().detach()])
+        return torch.stack([loss.detach(), q_mean.detach()])

@@ -65,3 +65,56 @@ def test_a_pqn_run_trains_evaluates_exports_and_resumes_exactly(tmp_path, monkey
             train(cfg, tmp_path / "cut")
     train(cfg, tmp_path / "cut", resume=True)
     _assert_same_run(tmp_path / "cut", tmp_path / "whole")
+
+
+def test_a_recurrent_pqn_replays_a_rollout_to_the_values_it_acted_on_and_learns_from_its_valid_rows():
+    torch.manual_seed(0)
+    cfg = PQNConfig(steps=1000, recurrent="lstm", recurrent_size=8, hidden=(16,), n_steps=6, minibatch_size=12)
+    agent = PQN(cfg, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), 2, torch.device("cpu"))
+    steps, envs = 6, 2
+    obs = torch.randn(steps, envs, 3)
+    starts = torch.zeros(steps, envs, dtype=torch.bool)
+    starts[0], starts[3, 1] = True, True  # env 1 starts a new episode at step 3
+    state = first = torch.randn(envs, agent.q.state_size)  # carried in from the previous rollout
+    acted = []
+    with torch.no_grad():
+        for t in range(steps):
+            state = state.masked_fill(starts[t].unsqueeze(-1), 0.0)
+            sample = agent.sample(obs[t], state)
+            acted.append(sample.critic_input)
+            state = sample.state
+        torch.testing.assert_close(agent.q.replay(obs, first, starts), torch.stack(acted))
+
+    actions = torch.randint(0, 4, (steps, envs))
+    returns = torch.randn(steps, envs)
+    valid = torch.ones(steps, envs, dtype=torch.bool)
+    valid[2, 1] = False  # a reset row: its action did nothing, so it teaches nothing
+    with torch.no_grad():
+        q = torch.stack(acted).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        expected = (q - returns)[valid].square().mean()
+    before = [p.clone() for p in agent.q.parameters()]
+    loss, q_mean = agent.q_sequence_step(obs, actions, returns, valid, starts, first).tolist()
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    assert q_mean == pytest.approx(q[valid].mean().item(), rel=1e-5)
+    moved = [not torch.equal(a, b) for a, b in zip(before, agent.q.parameters(), strict=True)]
+    assert all(moved)  # one step moved every weight
+
+
+def test_a_recurrent_pqn_learns_whole_sequences_and_goes_through_every_command(tmp_path):
+    pytest.importorskip("onnxruntime")
+    exported = train_evaluate_export(tmp_path, ["CartPoleNoVel-v1", "--algo", "pqn", "--steps", "2048", "-p",
+                                                "recurrent=gru", "-p", "n_envs=8", "-p", "n_steps=32", "-p",
+                                                "minibatch_size=64"])
+    assert "max |Δaction| = 0" in exported
+    assert "must be a multiple of n_steps=32" in refused(tmp_path, ["CartPoleNoVel-v1", "--algo", "pqn", "-p",
+                                                                    "recurrent=lstm", "-p", "n_steps=32", "-p",
+                                                                    "minibatch_size=48"])
+
+
+def test_the_pqn_atari_lstm_preset_reads_single_frames_into_an_lstm():
+    from rlcli.algos import resolve
+
+    cfg = resolve("pqn", "Pong-v5", config_file="pqn-atari-lstm", eval_episodes=1)
+    assert (cfg.algo.trunk, cfg.algo.recurrent, cfg.algo.recurrent_size, cfg.env.kwargs["stack_num"]) == (
+        "cnn", "lstm", 128, 1)
+    assert cfg.algo.minibatch_size // cfg.algo.n_steps == 2 and cfg.algo.max_grad_norm == 0.5
