@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcli.algos.arrays import DeviceTensors, NumpyArrays, random_actions
 from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer, stacked_frames
 from rlcli.algos.nstep import NStepReturns
@@ -155,6 +155,13 @@ class ResidentEpisodeTracker(EpisodeTracker):
         self.running_lengths.copy_(torch.from_numpy(self.lengths))
 
 
+def episode_tracker(n_envs: int, agents_per_env: int, device: torch.device | None) -> EpisodeTracker:
+    """A tracker of ``n_envs`` rows' episodes, summed on ``device`` (a ResidentEnv's), or on the host where None."""
+    if device is None:
+        return EpisodeTracker(n_envs, agents_per_env)
+    return ResidentEpisodeTracker(n_envs, agents_per_env, device)
+
+
 class MetricMeans:
     """Means of per-update metrics over an iteration, each over the updates that reported it; tensors
     are summed on their device and read once."""
@@ -235,8 +242,7 @@ class RolloutCollector:
         self.starts = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
         # a ResidentEnv's arrays stay on its device: actions go to it as tensors, episodes are summed there
         self.resident = isinstance(env, ResidentEnv)
-        self.episodes = ResidentEpisodeTracker(env.num_envs, agents_per_env(env), self.device) if self.resident \
-            else EpisodeTracker(env.num_envs, agents_per_env(env))
+        self.episodes = episode_tracker(env.num_envs, agents_per_env(env), self.device if self.resident else None)
 
     def live_state(self) -> Snapshot:
         """What the next rollout continues from: the observations it acts on first, which rows follow a reset
@@ -338,10 +344,6 @@ class OffPolicyLearner:
     (so a resume without a saved buffer refills it before learning again)."""
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
-        if isinstance(env, ResidentEnv):  # the replay bookkeeping below reads every step on the host
-            from rlcli.envs.host import HostArrays
-
-            env = HostArrays(env)
         self.env, self.agent, self.cfg, self.device, self.plan = env, agent, cfg, agent.device, plan
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32
@@ -362,10 +364,15 @@ class OffPolicyLearner:
             obs_dtype)
         self.space = space
         self.mask_columns = env.obs_layout.mask_columns() if env.obs_layout is not None else []
-        self.rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+        # a ResidentEnv's steps stay tensors on its device (its random actions and episode returns too, and the
+        # replay holds them there); any other env's are numpy arrays on the host until they are stored
+        env_device = env.device if isinstance(env, ResidentEnv) else None
+        self.arrays: NumpyArrays | DeviceTensors = (
+            NumpyArrays(seed) if env_device is None else DeviceTensors(seed, env_device))
         self.obs = env.reset()
-        self.prev_done = np.zeros(env.num_envs, dtype=bool)
-        self.episodes = EpisodeTracker(env.num_envs)
+        self.prev_done = self.arrays.zeros(env.num_envs)
+        self.episodes = episode_tracker(env.num_envs, 1, env_device)
         self.updates_owed = 0.0
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
@@ -384,38 +391,45 @@ class OffPolicyLearner:
             if self.buffer.size < cfg.learning_starts:
                 actions = self.random_actions(n)
             else:
-                actions = agent.act(obs).cpu().numpy()
+                actions = self.arrays.env_actions(agent.act(obs))
             result = env.step(actions)
-            real = ~self.prev_done  # a reset row's action was ignored: it is no transition
-            self.episodes.add(result.raw_reward, real, result.game_over)
-            rows = slice(None) if real.all() else np.flatnonzero(real)
-            stored = int(real.sum())
-            stored_each.append(stored)
-            if isinstance(self.buffer, FrameReplayBuffer):
-                done_t, real_t = (torch.as_tensor(x, device=dev) for x in (result.terminated | result.truncated, real))
-                self.buffer.add_step(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),
-                                     torch.as_tensor(result.reward, device=dev).float(),
-                                     torch.as_tensor(result.obs, device=dev),
-                                     torch.as_tensor(result.terminated, device=dev), done_t, real_t)
-            elif self.nstep is None:
-                # a Discrete space's actions as the buffer's one column
-                acted = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
-                self.buffer.add(obs[rows], acted, torch.as_tensor(result.reward[rows], device=dev),
-                                torch.as_tensor(result.obs[rows], device=dev),
-                                torch.as_tensor(result.terminated[rows], device=dev))
-            else:
-                stored = self._add_n_step(self.nstep, obs, actions, result, real)
-                stored_each[-1] = stored
+            stored_each.append(self._store(obs, actions, result))
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
             taken += n
             if self.buffer.size > max(cfg.learning_starts, cfg.batch_size - 1):
-                self.updates_owed += cfg.utd_ratio * stored
+                self.updates_owed += cfg.utd_ratio * stored_each[-1]
                 if self.updates_owed >= 1.0:
                     with torch_threads(self.plan.updating):
                         n_updates += self._update(means, step)
         self._check_env_output(first_row, stored_each, step)
         return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+
+    def _store(self, obs: torch.Tensor, actions: np.ndarray | torch.Tensor, result: StepResult) -> int:
+        """One vector step's transitions into the replay (through the n-step accumulator where returns are
+        n-step), its rewards into the episodes' returns; returns how many transitions it stored. On a
+        ResidentEnv that count is read back to the host at every step, the one read here (the frame buffer adds
+        its check of the stacks): the replay's write position and the gradient steps owed are Python numbers."""
+        dev, n = self.device, self.env.num_envs
+        real = ~self.prev_done  # a reset row's action was ignored: it is no transition
+        self.episodes.add(result.raw_reward, real, result.game_over)
+        if isinstance(self.buffer, FrameReplayBuffer):
+            self.buffer.add_step(*self._every_row(obs, actions, result, real))
+            return int(real.sum())
+        if self.nstep is not None:
+            out = self.nstep.push(*self._every_row(obs, actions, result, real))
+            if len(out.obs):
+                self.buffer.add(*out)
+            return len(out.obs)
+        index = self.arrays.true_rows(real)
+        stored = len(index)
+        rows = slice(None) if stored == n else index  # a slice where every row is a transition: no gather
+        # a Discrete space's actions as the buffer's one column
+        acted = torch.as_tensor(actions[rows], device=dev).reshape(stored, self.buffer.actions.shape[1])
+        self.buffer.add(obs[rows], acted, torch.as_tensor(result.reward[rows], device=dev),
+                        torch.as_tensor(result.obs[rows], device=dev),
+                        torch.as_tensor(result.terminated[rows], device=dev))
+        return stored
 
     def _update(self, means: MetricMeans, step: int) -> int:
         """The gradient steps owed, each on a fresh batch; returns how many."""
@@ -431,33 +445,20 @@ class OffPolicyLearner:
             self.updates_owed -= 1.0
         return n_updates
 
-    def _add_n_step(self, nstep: NStepReturns, obs: torch.Tensor, actions: np.ndarray, result: StepResult,
-                    real: np.ndarray) -> int:
-        """One vector step into the n-step accumulator ``nstep``, and the transitions it completes into the
-        buffer; returns how many."""
+    def _every_row(self, obs: torch.Tensor, actions: np.ndarray | torch.Tensor, result: StepResult,
+                   real: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """A vector step's every row on the learner's device, with which are transitions (``real``): what the
+        frame buffer's ``add_step`` and the n-step accumulator's ``push`` take, which pick the transitions out."""
         dev, n = self.device, self.env.num_envs
-        done = result.terminated | result.truncated
-        done_t, real_t = (torch.as_tensor(x, device=dev) for x in (done, real))
-        out = nstep.push(obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),
-                         torch.as_tensor(result.reward, device=dev).float(),
-                         torch.as_tensor(result.obs, device=dev), torch.as_tensor(result.terminated, device=dev),
-                         done_t, real_t)
-        if len(out.obs):
-            self.buffer.add(*out)
-        return len(out.obs)
+        done_t, real_t = (torch.as_tensor(x, device=dev) for x in (result.terminated | result.truncated, real))
+        return (obs, torch.as_tensor(actions, device=dev).reshape(n, -1).float(),
+                torch.as_tensor(result.reward, device=dev).float(), torch.as_tensor(result.obs, device=dev),
+                torch.as_tensor(result.terminated, device=dev), done_t, real_t)
 
-    def random_actions(self, n: int) -> np.ndarray:
-        """``n`` uniform random actions: a Box's within its bounds, a Discrete's among its choices (those the
-        observations' action mask allows, where the env publishes one)."""
-        space = self.space
-        if isinstance(space, gym.spaces.Discrete):
-            if self.mask_columns:
-                allowed = np.asarray(self.obs)[:, self.mask_columns] > 0.5
-                return space.start + (self.rng.random((n, int(space.n))) * allowed).argmax(-1)
-            return space.start + self.rng.integers(0, space.n, n)
-        assert isinstance(space, gym.spaces.Box), space  # off-policy algorithms act in Discrete or Box spaces
-        low, high = space.low, space.high
-        return self.rng.uniform(low, high, (n, *low.shape)).astype(np.float32)
+    def random_actions(self, n: int) -> np.ndarray | torch.Tensor:
+        """``n`` uniform random actions, as the env's arrays: a Box's within its bounds, a Discrete's among its
+        choices (those the observations' action mask allows, where the env publishes one)."""
+        return random_actions(self.space, self.arrays, n, self.obs, self.mask_columns)
 
     def _check_env_output(self, first_row: int, stored_each: list[int], step: int) -> None:
         """Raises NonFiniteEnvOutput where a transition stored since ``first_row`` holds a NaN or an infinity
@@ -493,16 +494,17 @@ class OffPolicyLearner:
     def live_state(self) -> Snapshot:
         """The observations the next step acts on, which rows follow a reset row, the random actions'
         generator, the fraction of a gradient step owed and the episodes' partial returns."""
-        learner = Snapshot({"rng": self.rng.bit_generator.state, "updates_owed": self.updates_owed},
-                           {"obs": torch.from_numpy(np.array(self.obs)),
-                            "prev_done": torch.from_numpy(np.array(self.prev_done))})
+        arrays = self.arrays.state()
+        learner = Snapshot({**arrays.values, "updates_owed": self.updates_owed},
+                           {**arrays.tensors, "obs": self.arrays.saved(self.obs),
+                            "prev_done": self.arrays.saved(self.prev_done)})
         parts = {"learner": learner, "episodes": self.episodes.state()}
         return Snapshot.of(parts if self.nstep is None else {**parts, "n_step": self.nstep.state()})
 
     def load_live_state(self, snapshot: Snapshot) -> None:
         learner = snapshot.part("learner")
-        self.obs, self.prev_done = learner.tensors["obs"].numpy().copy(), learner.tensors["prev_done"].numpy().copy()
-        self.rng.bit_generator.state = learner.values["rng"]
+        self.obs, self.prev_done = (self.arrays.loaded(learner.tensors[name]) for name in ("obs", "prev_done"))
+        self.arrays.load_state(learner)
         self.updates_owed = float(learner.values["updates_owed"])
         self.episodes.load_state(snapshot.part("episodes"))
         if self.nstep is not None:

@@ -13,7 +13,7 @@ from rlcli.envs.snapshot import Snapshot
 
 class HostArrays(SteppedOnWait):
     """A device-resident env seen through numpy arrays, for the loops that read every step on the host
-    (evaluation, play, export's check, the off-policy learner's replay bookkeeping)."""
+    (evaluation, play, export's check)."""
 
     def __init__(self, env: Any) -> None:  # a ResidentEnv with VecEnv's methods over tensors
         self.env = env
