@@ -2,14 +2,15 @@
 # The GPU measurements of the compile switch and the CUDA path, in one go (about 10 minutes on one H100 or
 # H200): each algorithm's update step eager against compiled (CUDA graphs), the CUDA tests, Hopper-v5 PPO on
 # the machine's CPU cores against the GPU, Hopper-v5 SAC eager against compiled, and PPO on the torch backend's
-# CartPole with its envs on the GPU against the CPU. Run from the repository root with rlcli installed. ONLY
-# picks sections (default: "update tests hopper-ppo hopper-sac torch-backend"); RESULTS (default
+# CartPole with its envs on the GPU against the CPU, and SAC on the torch backend's Pendulum with its envs and
+# replay on the GPU. Run from the repository root with rlcli installed. ONLY
+# picks sections (default: "update tests hopper-ppo hopper-sac torch-backend torch-sac"); RESULTS (default
 # gpu_check_results) receives the JSON and logs. Every step has its own time limit and the script goes on after
 # a failure, printing what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-gpu_check_results}
-ONLY=${ONLY:-update tests hopper-ppo hopper-sac torch-backend}
+ONLY=${ONLY:-update tests hopper-ppo hopper-sac torch-backend torch-sac}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1
@@ -65,5 +66,16 @@ if wanted torch-backend; then
       -p minibatch_size=16384 --eval-every 0 --eval-episodes 2 --device "$1" "$2" \
       --run-dir "$RESULTS/torch-cartpole-$1$2" >"$log" 2>&1 \
       && echo "$1 $2: $(rate "$log")" || { echo "$1 $2 FAILED"; tail -5 "$log"; }
+  done
+fi
+
+if wanted torch-sac; then
+  section "Pendulum-v1 SAC on the torch backend, 1,024 envs, batches of 8,192, 2 gradient steps a vector step, 1M steps"
+  for variant in --compile --no-compile; do
+    log="$RESULTS/torch-sac$variant.log"
+    timeout 150 python3 -m rlcli train Pendulum-v1 --algo sac --backend torch --steps 1000000 -p n_envs=1024 \
+      -p batch_size=8192 -p utd_ratio=0.002 -p learning_starts=20000 --eval-every 0 --eval-episodes 2 \
+      --device "$DEVICE" "$variant" --run-dir "$RESULTS/torch-sac$variant" >"$log" 2>&1 \
+      && echo "$variant: $(rate "$log")" || { echo "$variant FAILED"; tail -5 "$log"; }
   done
 fi
