@@ -551,25 +551,31 @@ def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("dqn", args, {**CARTPOLE_DQN_SAME, "prioritized": True})
 
 
-def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
-    """SB3 DQN with rlcli's CartPole-v1 entry: one gradient step every 1 / utd_ratio env steps, the target
-    copied every target_update_every gradient steps (SB3 counts env steps), the same exploration schedule
-    over the same budget (``window_budget``)."""
+def sb3_dqn(cfg: Any, env: Any, seed: int, policy: str = "MlpPolicy") -> Any:
+    """SB3's DQN with an rlcli DQNConfig's values: one gradient step every 1 / utd_ratio env steps, the target
+    copied every target_update_every gradient steps (SB3 counts env steps), the same exploration schedule; a
+    CnnPolicy keeps SB3's Nature CNN, an MlpPolicy takes the entry's widths. Raises ValueError for settings the
+    mapping cannot express."""
     from stable_baselines3 import DQN
-    from stable_baselines3.common.env_util import make_vec_env
 
-    run = window_config("dqn", args, CARTPOLE_DQN_SAME)
-    cfg = run.algo
     every = round(1 / cfg.utd_ratio)
     if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
         raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
-    model = DQN("MlpPolicy", make_vec_env(args.env, n_envs=1, seed=args.seed), seed=args.seed,
-                learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
-                batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every, gradient_steps=1,
-                target_update_interval=cfg.target_update_every * every, exploration_fraction=cfg.exploration_fraction,
-                exploration_initial_eps=cfg.epsilon_start, exploration_final_eps=cfg.epsilon_end,
-                max_grad_norm=cfg.max_grad_norm, policy_kwargs=dict(net_arch=list(cfg.hidden),
-                                                                    activation_fn=sb3_activation(cfg.activation)))
+    net = {} if policy == "CnnPolicy" else {"policy_kwargs": dict(net_arch=list(cfg.hidden),
+                                                                  activation_fn=sb3_activation(cfg.activation))}
+    return DQN(policy, env, seed=seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
+               learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every,
+               gradient_steps=1, target_update_interval=cfg.target_update_every * every,
+               exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
+               exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm, **net)
+
+
+def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 DQN with rlcli's CartPole-v1 entry (``sb3_dqn``) over the same budget (``window_budget``)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    run = window_config("dqn", args, CARTPOLE_DQN_SAME)
+    model = sb3_dqn(run.algo, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed)
     return sb3_window(model, args, window_budget(run, args), 1)
 
 
@@ -584,22 +590,13 @@ def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
     exploration over the same budget."""
     import ale_py
     import gymnasium as gym
-    from stable_baselines3 import DQN
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)
     run = window_config("dqn", replace(args, env=RLCLI_PONG_ID), PONG_DQN_SAME)
-    cfg = run.algo
-    every = round(1 / cfg.utd_ratio)
-    if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
-        raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
     env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=1, seed=args.seed), n_stack=4)
-    model = DQN("CnnPolicy", env, seed=args.seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
-                learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every,
-                gradient_steps=1, target_update_interval=cfg.target_update_every * every,
-                exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
-                exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm)
+    model = sb3_dqn(run.algo, env, args.seed, "CnnPolicy")
     return {**sb3_window(model, args, window_budget(run, args), 1), "obs_shape": list(model.observation_space.shape)}
 
 
@@ -608,25 +605,30 @@ def worker_rlcli_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("td3", args, HOPPER_TD3_SAME)
 
 
-def worker_sb3_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
-    """SB3 TD3 with the same values: Gaussian exploration noise of 0.1 (Hopper's actions span [-1, 1])."""
+def sb3_td3(cfg: Any, env: Any, seed: int) -> Any:
+    """SB3's TD3 with an rlcli TD3Config's values: Gaussian exploration noise of ``exploration_noise`` (for
+    actions that span [-1, 1]); raises ValueError where SB3 cannot express them (one learning rate)."""
     import numpy as np
     from stable_baselines3 import TD3
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
 
-    cfg = rlcli_config("td3", args, {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
     if cfg.actor_lr != cfg.critic_lr:
         raise ValueError("SB3's TD3 has one learning rate")
-    env = make_vec_env(args.env, n_envs=1, seed=args.seed)
     actions = env.action_space.shape[0]
-    model = TD3("MlpPolicy", env, seed=args.seed, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
-                learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.target_update_rate,
-                gamma=cfg.gamma, train_freq=1, gradient_steps=int(cfg.utd_ratio), policy_delay=cfg.policy_delay,
-                action_noise=NormalActionNoise(np.zeros(actions), cfg.exploration_noise * np.ones(actions)),
-                target_policy_noise=cfg.target_noise, target_noise_clip=cfg.target_noise_clip,
-                policy_kwargs=dict(net_arch=list(cfg.actor_hidden), activation_fn=sb3_activation(cfg.activation)))
-    return sb3_window(model, args, cfg.steps, 1)
+    return TD3("MlpPolicy", env, seed=seed, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
+               learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.target_update_rate,
+               gamma=cfg.gamma, train_freq=1, gradient_steps=int(cfg.utd_ratio), policy_delay=cfg.policy_delay,
+               action_noise=NormalActionNoise(np.zeros(actions), cfg.exploration_noise * np.ones(actions)),
+               target_policy_noise=cfg.target_noise, target_noise_clip=cfg.target_noise_clip,
+               policy_kwargs=dict(net_arch=list(cfg.actor_hidden), activation_fn=sb3_activation(cfg.activation)))
+
+
+def worker_sb3_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
+    """SB3 TD3 with the same values (``sb3_td3``)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    cfg = rlcli_config("td3", args, {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
+    return sb3_window(sb3_td3(cfg, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed), args, cfg.steps, 1)
 
 
 def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:

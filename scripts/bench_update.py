@@ -14,6 +14,11 @@ of 256 frames, as the atari group). Each variant builds a fresh agent from the s
 (``-p compile=off`` or ``on``), warms up (compiling, for the compiled one), then times ``--updates``
 updates, synchronising the device around each. Prints one line per variant and the ratio; ``--json``
 writes them.
+
+``--variants off,sb3`` (``dqn-cartpole``, ``td3-hopper``; CPU) times Stable-Baselines3's own gradient step
+(``model.train(gradient_steps=1)``, its replay sampling included) beside rlcli's, both with the values of
+``scripts/bench_peers.py``'s same-hyperparameter rows, so that a row's ratio can be read against the share of
+its time that is the update both libraries run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import bench_peers
 import gymnasium as gym
 import numpy as np
 import torch
@@ -40,6 +46,9 @@ CASES = {
     "ppo-hopper": ("ppo", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "ppo-pong": ("ppo", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
 }
+# the cases bench_peers compares with SB3 at the same values: those values, and SB3's model of them
+SB3_CASES = {"dqn-cartpole": (bench_peers.CARTPOLE_DQN_SAME, bench_peers.sb3_dqn),
+             "td3-hopper": (bench_peers.HOPPER_TD3_SAME, bench_peers.sb3_td3)}
 
 
 class _Spaces:
@@ -87,20 +96,9 @@ def _replay_batch(obs_space: gym.Space, action_space: gym.Space, rows: int, gene
                        torch.randn(rows, obs_dim, generator=generator).to(device), torch.zeros(rows, device=device))
 
 
-def time_updates(case: str, compile_mode: str, device: torch.device, updates: int, warmup: int) -> dict:
-    """Milliseconds per update (median) after ``warmup`` untimed updates, and the warm-up's seconds."""
-    algo, env_id, obs_space, action_space = CASES[case]
-    cfg = resolve(algo, env_id, overrides={"compile": compile_mode}, device=device.type)
-    torch.manual_seed(0)
-    n = cfg.algo.n_envs
-    agent = build_agent(cfg, _Spaces(obs_space, action_space, n), device)
-    generator = torch.Generator().manual_seed(0)
-    if algo != "ppo":
-        batch = _replay_batch(obs_space, action_space, cfg.algo.batch_size, generator, device)
-        step = lambda: agent.update(batch)  # noqa: E731
-    else:
-        rollout = _ppo_batch(agent, n, generator)
-        step = lambda: agent.update(rollout, progress=0.5)  # noqa: E731
+def _timed(step, device: torch.device, updates: int, warmup: int) -> dict:
+    """``step`` run ``warmup`` times untimed, then ``updates`` times: milliseconds per update (median and mean)
+    and the warm-up's seconds."""
     _sync(device)
     start = time.perf_counter()
     for _ in range(warmup):
@@ -114,8 +112,43 @@ def time_updates(case: str, compile_mode: str, device: torch.device, updates: in
         step()
         _sync(device)
         times.append(time.perf_counter() - start)
-    return {"case": case, "compile": compile_mode, "device": str(device), "ms": 1e3 * statistics.median(times),
-            "warmup_s": warm, "updates": updates}
+    return {"ms": 1e3 * statistics.median(times), "mean_ms": 1e3 * statistics.fmean(times), "warmup_s": warm,
+            "updates": updates}
+
+
+def time_sb3_updates(case: str, updates: int, warmup: int) -> dict:
+    """SB3's gradient step at bench_peers' values for ``case``, on a replay filled by random steps of the env."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    algo, env_id = CASES[case][:2]
+    values, model_of = SB3_CASES[case]
+    cfg = resolve(algo, env_id, overrides=values, device="cpu").algo
+    torch.manual_seed(0)
+    model = model_of(cfg, make_vec_env(env_id, n_envs=1, seed=0), 0)
+    filled = 4 * cfg.batch_size
+    model.learning_starts = filled + 1  # random actions, no gradient step, while the replay fills
+    model.learn(total_timesteps=filled)
+    step = lambda: model.train(gradient_steps=1, batch_size=cfg.batch_size)  # noqa: E731
+    return {"case": case, "compile": "sb3", "device": "cpu", **_timed(step, torch.device("cpu"), updates, warmup)}
+
+
+def time_updates(case: str, compile_mode: str, device: torch.device, updates: int, warmup: int,
+                 values: dict | None = None) -> dict:
+    """Milliseconds per update (median and mean) after ``warmup`` untimed updates, and the warm-up's seconds,
+    of the entry with ``values`` over it."""
+    algo, env_id, obs_space, action_space = CASES[case]
+    cfg = resolve(algo, env_id, overrides={**(values or {}), "compile": compile_mode}, device=device.type)
+    torch.manual_seed(0)
+    n = cfg.algo.n_envs
+    agent = build_agent(cfg, _Spaces(obs_space, action_space, n), device)
+    generator = torch.Generator().manual_seed(0)
+    if algo != "ppo":
+        batch = _replay_batch(obs_space, action_space, cfg.algo.batch_size, generator, device)
+        step = lambda: agent.update(batch)  # noqa: E731
+    else:
+        rollout = _ppo_batch(agent, n, generator)
+        step = lambda: agent.update(rollout, progress=0.5)  # noqa: E731
+    return {"case": case, "compile": compile_mode, "device": str(device), **_timed(step, device, updates, warmup)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--updates", type=int, default=None, help="timed updates (default: 200 off-policy, 10 PPO)")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--variants", default="off,on", help="compile settings to time, comma-separated")
+    parser.add_argument("--variants", default="off,on",
+                        help="compile settings to time, comma-separated; sb3: SB3's update at the same values")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.updates is not None and args.updates < 1:
@@ -132,12 +166,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     updates = args.updates or (10 if args.case.startswith("ppo") else 200)
     device = torch.device(args.device)
-    results = [time_updates(args.case, mode, device, updates, args.warmup) for mode in args.variants.split(",")]
+    variants = args.variants.split(",")
+    values = None
+    if "sb3" in variants:
+        if args.case not in SB3_CASES or device.type != "cpu":
+            print(f"--variants sb3 needs --case {' or '.join(SB3_CASES)} on the CPU, not {args.case} on {device.type}",
+                  file=sys.stderr)
+            return 2
+        values = SB3_CASES[args.case][0]  # rlcli's variants at the values SB3 is given
+    results = [time_sb3_updates(args.case, updates, args.warmup) if mode == "sb3" else
+               time_updates(args.case, mode, device, updates, args.warmup, values) for mode in variants]
     for r in results:
-        print(f"{r['case']} {r['device']} compile={r['compile']}: {r['ms']:.3f} ms an update "
-              f"(warm-up {r['warmup_s']:.1f} s)")
-    if len(results) == 2:
+        print(f"{r['case']} {r['device']} {'SB3' if r['compile'] == 'sb3' else 'compile=' + r['compile']}: "
+              f"{r['ms']:.3f} ms an update, mean {r['mean_ms']:.3f} (warm-up {r['warmup_s']:.1f} s)")
+    if [r["compile"] for r in results] == ["off", "on"]:
         print(f"{args.case} {device}: compiled {results[0]['ms'] / results[1]['ms']:.2f}x eager")
+    if [r["compile"] for r in results] == ["off", "sb3"]:
+        print(f"{args.case}: SB3's update {results[1]['mean_ms'] / results[0]['mean_ms']:.2f}x rlcli's (means)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
