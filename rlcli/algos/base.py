@@ -18,7 +18,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from rlcli.algos.threads import ThreadPlan
+from rlcli.algos.threads import ThreadPlan, Threads
 from rlcli.config import AlgoConfig, RunConfig
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class Learner(Protocol):
 
 # (algo config, observation space, action space, n_envs, device), and obs_layout= where the env has one
 AgentFactory = Callable[..., Agent]
-LearnerFactory = Callable[["VecEnv", Any, Any, ThreadPlan], Learner]
+LearnerFactory = Callable[["VecEnv", Any, Any, Threads], Learner]
 
 
 @dataclass(frozen=True)

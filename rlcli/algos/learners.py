@@ -14,7 +14,7 @@ from rlcli.algos.buffers import ReplayBuffer, RolloutBuffer
 from rlcli.algos.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer, stacked_frames
 from rlcli.algos.nstep import NStepReturns
 from rlcli.algos.prioritized import PRIORITIES, PrioritizedReplayBuffer
-from rlcli.algos.threads import ThreadPlan, torch_threads
+from rlcli.algos.threads import Threads, torch_threads
 from rlcli.envs import ManyAgentEnv, ResidentEnv, StepResult, VecEnv, agents_per_env
 from rlcli.envs.faults import NonFiniteEnvOutput, first_non_finite, rollout_fault, transitions_fault
 from rlcli.envs.snapshot import Snapshot
@@ -187,7 +187,7 @@ class OnPolicyLearner:
     """One on-policy iteration: a rollout of ``n_envs * n_steps`` env steps, then the agent's update,
     with the plan's threads for each (while collecting, the env backend's own threads need the cores)."""
 
-    def __init__(self, env: VecEnv, agent: OnPolicyAgent, cfg: OnPolicyConfig, plan: ThreadPlan) -> None:
+    def __init__(self, env: VecEnv, agent: OnPolicyAgent, cfg: OnPolicyConfig, plan: Threads) -> None:
         self.collector = RolloutCollector(env, agent, cfg.n_steps, plan.overlaps_env)
         self.agent, self.cfg, self.plan = agent, cfg, plan
 
@@ -343,7 +343,7 @@ class OffPolicyLearner:
     stored once the buffer holds more than ``learning_starts``; until then actions are uniform random
     (so a resume without a saved buffer refills it before learning again)."""
 
-    def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: ThreadPlan) -> None:
+    def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: Threads) -> None:
         self.env, self.agent, self.cfg, self.device, self.plan = env, agent, cfg, agent.device, plan
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32

@@ -6,9 +6,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
+
+
+class Threads(Protocol):
+    """What a learner reads of its thread plan: a ``ThreadPlan``, or one that follows the machine's load."""
+
+    @property
+    def acting(self) -> int: ...
+
+    @property
+    def updating(self) -> int: ...
+
+    @property
+    def overlaps_env(self) -> bool: ...
 
 
 class ThreadPlan(NamedTuple):

@@ -8,7 +8,7 @@ import torch
 
 from rlcli.algos import REGISTRY, spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.algos.threads import ThreadPlan, available_cores
+from rlcli.algos.threads import ThreadPlan, Threads, available_cores
 from rlcli.algos.world import SINGLE, World
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv, env_group, import_env_module, make_vec_env
@@ -97,7 +97,7 @@ def check_distributed(cfg: RunConfig) -> None:
                          "drop --nproc")
 
 
-def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: ThreadPlan) -> Learner:
+def build_learner(cfg: RunConfig, env: VecEnv, agent: Agent, plan: Threads) -> Learner:
     return spec_for(cfg.algo.algo).learner(env, agent, cfg.algo, plan)
 
 

@@ -31,7 +31,7 @@ import torch
 
 from rlcli.algos import spec_for
 from rlcli.algos.base import Agent, Learner
-from rlcli.algos.threads import ThreadPlan, flush_subnormals
+from rlcli.algos.threads import ThreadPlan, Threads, flush_subnormals
 from rlcli.algos.world import SINGLE, World, envs_per_process
 from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
@@ -45,6 +45,7 @@ from rlcli.training import resume
 from rlcli.training.agents import build_agent, build_learner, cores_each, load_model, make_env, thread_plan
 from rlcli.training.evaluation import evaluate_run
 from rlcli.training.hooks import load_stop_hook
+from rlcli.training.load import LoadAwareThreads
 from rlcli.training.selfplay.attach import POOL_FILE, attach_opponents, selfplay_columns
 from rlcli.training.selfplay.pool import OpponentPool
 from rlcli.training.sinks import CSVSink, MetricSink, TensorBoardSink, WandbSink
@@ -161,6 +162,7 @@ class Session:
     world: World = SINGLE  # the processes training this run together
     interrupted: Callable[[], bool] = lambda: False  # whether a Ctrl-C reached this process (of several)
     lock: RunLock | None = None  # the lead's hold on the run directory
+    threads: Threads = ThreadPlan(1, 1)  # the learner's plan: the default one fitted to the load, or --threads'
 
 
 def train(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback] = (),
@@ -226,8 +228,9 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
     flush_subnormals(cfg.algo.flush_denormal)
     save_buffer = save_buffer or bool(meta.get("save_buffer", False))
     seed_everything(cfg.seed + start + RANK_SEED_STRIDE * world.rank)
-    plan = thread_plan(cfg, world.local_size)
-    torch.set_num_threads(plan.acting)
+    planned = thread_plan(cfg, world.local_size)
+    plan: Threads = planned if cfg.torch_threads is not None else LoadAwareThreads(planned)
+    torch.set_num_threads(planned.acting)
     # rank r's envs are those a single process of every rank's envs would seed r * n_envs further on
     env = make_env(cfg, cfg.algo.n_envs, cfg.seed + start + world.rank * cfg.algo.n_envs,
                    threads=world.env_threads(cores_each(world.local_size)), device=world.device(cfg.device))
@@ -262,7 +265,7 @@ def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDi
     return run
 
 
-def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[MetricSink], plan: ThreadPlan,
+def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[MetricSink], plan: Threads,
              callbacks: Sequence[Callback], wandb_project: str | None, resume: bool, save_buffer: bool,
              world: World = SINGLE) -> Session:
     """The agent (with a resumed run's weights, optimiser and schedule), learner and sinks (added to ``sinks``
@@ -287,7 +290,7 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
         open_sinks(run, sinks, env, wandb_project)
         hooks = [load_stop_hook(cfg.stop_when)] if cfg.stop_when else []
     session = Session(cfg, run, env, eval_env, agent, learner, sinks, [*callbacks, *hooks], state, save_buffer,
-                      float(meta.get("wall_time", 0.0)), pool, world=world)
+                      float(meta.get("wall_time", 0.0)), pool, world=world, threads=plan)
     if resume:
         continue_from_checkpoint(session)
     else:
@@ -383,6 +386,9 @@ def learn(session: Session, start: int) -> None:
     cfg, state = session.cfg, session.state
     session.mid_iteration = True
     before = state.step
+    acting = session.threads.acting
+    if torch.get_num_threads() != acting:
+        torch.set_num_threads(acting)
     try:
         steps, metrics = session.learner.iterate(state.step)
     except NonFiniteEnvOutput as e:
@@ -398,6 +404,7 @@ def learn(session: Session, start: int) -> None:
     state.sps = (state.step - start) / max(state.wall_time, 1e-9)
     metrics.update(episode_metrics(session))
     metrics["charts/SPS"] = state.sps
+    metrics["charts/torch_threads"] = float(session.threads.updating)
     # due once the steps pass a multiple of eval.every, and at the end
     due = bool(cfg.eval.every) and state.step >= _next_multiple(before, cfg.eval.every) or state.step >= cfg.algo.steps
     session.pending = Pending(metrics, due, due, resume.random_state() if due else None)
