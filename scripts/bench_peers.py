@@ -941,6 +941,10 @@ def worker_main(opts: argparse.Namespace) -> int:
     args = WorkerArgs(seed=opts.seed, steps=opts.steps, learning_starts=opts.learning_starts, backend=opts.backend,
                       env=opts.env, n_envs=opts.n_envs, seconds=opts.seconds, eval_every=opts.eval_every,
                       quick=opts.quick, precision=opts.precision)
+    if opts.worker.startswith("sb3-") and opts.env:  # SB3 makes its envs through gym.make, not rlcli's backend
+        from rlcli.envs.base import mujoco_warnings_to_python
+
+        mujoco_warnings_to_python(opts.env)
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         result = WORKERS[opts.worker](args)

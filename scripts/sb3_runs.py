@@ -54,6 +54,7 @@ from rlcli.algos.td3 import TD3Config
 from rlcli.benchmark.report import _finished, _table, compare, mean_curve, plot_curves
 from rlcli.benchmark.results import RunResult, load_results, write_results
 from rlcli.config import RunConfig, parse_overrides
+from rlcli.envs.base import mujoco_warnings_to_python
 from rlcli.envs.registry import gymnasium_name, resolve_backend
 from rlcli.errors import UsageError
 from rlcli.runs import checkpoint
@@ -483,6 +484,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    mujoco_warnings_to_python()  # SB3 makes its envs through gym.make, not rlcli's backend
     try:
         if args.side_by_side:
             a, b = args.side_by_side

@@ -9,6 +9,7 @@ observation, which is simply the next row's value estimate.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import gymnasium as gym
@@ -174,12 +175,32 @@ def make_gym_env(gym_id: str, **kwargs: Any) -> gym.Env:
     """``gym.make(gym_id, **kwargs)``, where what the env's own code raises (its constructor, its entry
     point, the keywords it is given) is a UsageError naming the id: a custom env is the user's input. A
     missing simulator stays ``DependencyNotInstalled``, which the caller turns into the extra to install."""
+    mujoco_warnings_to_python(gym_id)
     try:
         return gym.make(gym_id, **kwargs)
     except (gym.error.DependencyNotInstalled, UsageError):
         raise
     except Exception as e:
         raise creation_error(gym_id, e) from e
+
+
+def mujoco_warnings_to_python(gym_id: str | None = None) -> None:
+    """MuJoCo's warnings as Python warnings from here on (where ``gym_id`` is given: if it is one of
+    gymnasium's MuJoCo envs): MuJoCo's own handler appends them to MUJOCO_LOG.TXT in the working directory, a
+    file nobody asked for there (gymnasium's HalfCheetah-v5 warns as its model loads). A handler set by
+    someone else is kept."""
+    if gym_id is not None:
+        try:
+            if "mujoco" not in str(gym.spec(gym_id).entry_point):
+                return
+        except Exception:  # gym.make says what is wrong with the id
+            return
+    try:
+        import mujoco
+    except ImportError:  # gym.make names the extra to install
+        return
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(lambda text: warnings.warn(f"MuJoCo: {text}", RuntimeWarning, stacklevel=2))
 
 
 def creation_error(env_id: str, error: Exception) -> UsageError:

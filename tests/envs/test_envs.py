@@ -1,6 +1,7 @@
 """Pins the auto-reset and truncation behaviour the training loop relies on, on every backend (the torch
 backend's envs as the training loop takes them: tensors on their device)."""
 
+import warnings
 from importlib.util import find_spec
 
 import numpy as np
@@ -162,3 +163,17 @@ def test_env_capabilities_are_protocols_checked_by_isinstance():
     finally:
         for env in (single, spread, game):
             env.close()
+
+
+def test_mujoco_warnings_become_python_warnings_not_a_log_in_the_working_directory(tmp_path, monkeypatch):
+    pytest.importorskip("gymnasium.envs.mujoco")
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = make_vec_env("HalfCheetah-v5", 1, 0, "gymnasium")
+        env.reset()
+        env.close()
+    assert list(tmp_path.iterdir()) == []  # MuJoCo's own handler would have written MUJOCO_LOG.TXT here
+    mujoco = [str(w.message) for w in caught if str(w.message).startswith("MuJoCo: ")]
+    assert all(w.category is RuntimeWarning for w in caught if str(w.message).startswith("MuJoCo: "))
+    assert mujoco, "gymnasium's HalfCheetah-v5 model warns as it loads (a deprecated compiler attribute)"
