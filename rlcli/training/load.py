@@ -49,18 +49,19 @@ class CoreLoad:
         self.read()
 
     def read(self) -> bool:
-        """Takes a reading; returns whether it closed a window (at least ``MIN_WINDOW`` since the last)."""
+        """Takes a reading; returns whether it closed a window (at least ``MIN_WINDOW`` since the last). Within
+        a window it reads the clock alone: learners ask at every gradient step."""
+        now = time.monotonic()
+        if self._last is not None and now - self._last[0] < MIN_WINDOW:
+            return False
         try:
             with open(STAT) as f:
                 ticks = busy_ticks(f.read(), self.cores)
         except OSError:
             return False
         own = sum(os.times()[:2])
-        now = time.monotonic()
         if self._last is not None:
             then, before, own_before = self._last
-            if now - then < MIN_WINDOW:
-                return False
             busy = (ticks - before) / TICKS - (own - own_before)
             self.others = max(busy, 0.0) / (now - then)
         self._last = (now, ticks, own)
