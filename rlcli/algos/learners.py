@@ -190,6 +190,7 @@ class OnPolicyLearner:
     def __init__(self, env: VecEnv, agent: OnPolicyAgent, cfg: OnPolicyConfig, plan: Threads) -> None:
         self.collector = RolloutCollector(env, agent, cfg.n_steps, plan.overlaps_env)
         self.agent, self.cfg, self.plan = agent, cfg, plan
+        agent.optimizers()  # built on first use (rlcli.algos.optim): before the first step, which may be compiled
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
         """Returns (env steps taken, metrics); raises NonFiniteEnvOutput, before the update, where the env
@@ -345,6 +346,7 @@ class OffPolicyLearner:
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: Threads) -> None:
         self.env, self.agent, self.cfg, self.device, self.plan = env, agent, cfg, agent.device, plan
+        agent.optimizers()  # built on first use (rlcli.algos.optim): before the first step, which may be compiled
         space, obs_space = env.single_action_space, env.single_observation_space
         # frames stay bytes (a quarter of float32's memory); every other observation is stored as float32
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32

@@ -1,10 +1,20 @@
-"""The optimiser every agent uses: torch's Adam, with its learning rate held as a tensor."""
+"""The optimiser every agent uses: torch's Adam, with its learning rate held as a tensor.
+
+Agents build theirs on first use (``functools.cached_property``): constructing a torch optimiser imports
+torch's compiler stack (``torch._dynamo``, about 1.5 s here), which a command that only acts (eval, play,
+export, the zoo) never needs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rlcli.algos.offpolicy import ActorCriticReplayConfig
 
 
 def adam(params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
@@ -21,3 +31,19 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Sets every group's learning rate in place (the tensor a compiled step reads)."""
     for group in optimizer.param_groups:
         group["lr"].fill_(lr)
+
+
+class ActorCriticOptimizers:
+    """The actor's and the critics' optimisers of an actor-critic agent (SAC, TD3), built on first use."""
+
+    actor: nn.Module
+    critic: nn.Module
+    cfg: ActorCriticReplayConfig
+
+    @cached_property
+    def actor_optimizer(self) -> torch.optim.Adam:
+        return adam(self.actor.parameters(), lr=self.cfg.actor_lr)
+
+    @cached_property
+    def critic_optimizer(self) -> torch.optim.Adam:
+        return adam(self.critic.parameters(), lr=self.cfg.critic_lr)

@@ -14,6 +14,7 @@ as a recurrent PPO's are.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
@@ -136,7 +137,6 @@ class PQN(nn.Module):
                               layer_norm=cfg.layer_norm, trunk=cfg.trunk)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
-        self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate)
         self.env_steps = 0
         greedy = RecurrentGreedyPolicy(self.obs_norm, self.q) if isinstance(self.q, RecurrentQNetwork) \
             else GreedyPolicy(self.obs_norm, self.q)
@@ -152,6 +152,10 @@ class PQN(nn.Module):
 
     def training_precision(self) -> AbstractContextManager:
         return training_precision(self.cfg.precision, self.device)
+
+    @cached_property
+    def optimizer(self) -> torch.optim.Adam:
+        return adam(self.q.parameters(), lr=self.cfg.learning_rate)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"q": self.optimizer}

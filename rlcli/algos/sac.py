@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import AbstractContextManager
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
@@ -23,7 +24,7 @@ from torch import nn
 from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ActorCriticReplayConfig
-from rlcli.algos.optim import adam
+from rlcli.algos.optim import ActorCriticOptimizers, adam
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.threads import ThreadPlan
 from rlcli.config import Precision, RunConfig
@@ -85,7 +86,7 @@ def alpha_loss(log_alpha: torch.Tensor, target_entropy: float, entropy: torch.Te
     return -(log_alpha * (target_entropy - entropy.detach()))
 
 
-class SAC(nn.Module):
+class SAC(ActorCriticOptimizers, nn.Module):
     """Actor, twin critics with targets, entropy temperature and their optimisers; all state is tensors."""
 
     def __init__(self, cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.Space, n_envs: int,
@@ -102,9 +103,6 @@ class SAC(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -float(act_dim)
-        self.actor_optimizer = adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_optimizer = adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.alpha_optimizer = adam([self.log_alpha], lr=cfg.alpha_lr)
         self.action_dim = act_dim
         self.__dict__["_policies"] = {}  # not submodules: they share the actor's parameters
         self.updates = 0
@@ -127,6 +125,10 @@ class SAC(nn.Module):
     def training_precision(self) -> AbstractContextManager:
         """The arithmetic of the update (``precision``); acting and evaluation are float32."""
         return training_precision(self.cfg.precision, self.device)
+
+    @cached_property
+    def alpha_optimizer(self) -> torch.optim.Adam:
+        return adam([self.log_alpha], lr=self.cfg.alpha_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}

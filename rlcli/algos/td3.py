@@ -23,7 +23,7 @@ from torch import nn
 from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.offpolicy import ActorCriticReplayConfig
-from rlcli.algos.optim import adam
+from rlcli.algos.optim import ActorCriticOptimizers
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
 from rlcli.algos.threads import ThreadPlan
@@ -122,7 +122,7 @@ class DeterministicPolicy(nn.Module):
         return []  # continuous
 
 
-class TD3(nn.Module):
+class TD3(ActorCriticOptimizers, nn.Module):
     """Actor and critics with their targets and optimisers; all state is tensors."""
 
     def __init__(self, cfg: TD3Config, obs_space: gym.spaces.Box, action_space: gym.Space, n_envs: int,
@@ -137,8 +137,6 @@ class TD3(nn.Module):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs)
         self.to(device)
-        self.actor_optimizer = adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_optimizer = adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.updates = 0
         self.__dict__["_policy"] = DeterministicPolicy(self.obs_norm, self.actor)  # not a submodule: the same ones
         self._online = list(self.actor.parameters()) + list(self.critic.parameters())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from contextlib import AbstractContextManager
+from functools import cached_property
 
 import gymnasium as gym
 import torch
@@ -59,7 +60,6 @@ class DQN(nn.Module):
         self.obs_norm = ObsNormalizer(tuple(obs_space.shape), cfg.normalize_obs, cfg.clip_obs, mask)
         self.mask = ActionMask(mask)
         self.to(device)
-        self.optimizer = adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.env_steps, self.updates = 0, 0
         # not a submodule: the same modules
         self.__dict__["_greedy"] = GreedyPolicy(self.obs_norm, self.q, self.mask)
@@ -74,6 +74,10 @@ class DQN(nn.Module):
 
     def training_precision(self) -> AbstractContextManager:
         return training_precision(self.cfg.precision, self.device)
+
+    @cached_property
+    def optimizer(self) -> torch.optim.Adam:
+        return adam(self.q.parameters(), lr=self.cfg.learning_rate, eps=self.cfg.adam_eps)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"q": self.optimizer}

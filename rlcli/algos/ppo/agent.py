@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import cached_property
 from typing import Any
 
 import gymnasium as gym
@@ -117,14 +118,12 @@ class PPO(nn.Module):
         self._pooled = shared_statistics(world, self.obs_norm, self.reward_scaler, self.value_norm)
         for stats in self._pooled:  # on the device: what they pool is read there
             stats.share()
-        self.optimizer = adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self._params = list(self.net.parameters())
         self._clip = torch.zeros((), device=device)  # a tensor: a schedule's new value recompiles nothing
         self._step = minibatch_step(self._minibatch_step, cfg, self.net, world, device)
         # acting's outputs outlive the next call (the critic finishes from the actor's), so no CUDA graphs
         self._sample = compiled(self.net.sample, cfg.compile, device)
         self._value_of = compiled(self.net.value_of, cfg.compile, device)
-        self.lr = LearningRate(cfg, self.optimizer, world)
         self.minibatches = Minibatches(cfg.minibatch_size, cfg.n_steps, world, device)
         self._stored = stored_kinds(cfg, obs_space, action_space, self.net.nvec)
         # not submodules: they share this agent's parameters, which its state_dict already holds
@@ -135,6 +134,14 @@ class PPO(nn.Module):
     def training_precision(self) -> AbstractContextManager:
         """The arithmetic of rollout acting and the update (``precision``); evaluation is float32."""
         return training_precision(self.cfg.precision, self.device)
+
+    @cached_property
+    def optimizer(self) -> torch.optim.Adam:
+        return adam(self.net.parameters(), lr=self.cfg.learning_rate, eps=self.cfg.adam_eps)
+
+    @cached_property
+    def lr(self) -> LearningRate:
+        return LearningRate(self.cfg, self.optimizer, self.world)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"policy": self.optimizer}
