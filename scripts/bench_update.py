@@ -141,6 +141,7 @@ def time_updates(case: str, compile_mode: str, device: torch.device, updates: in
     torch.manual_seed(0)
     n = cfg.algo.n_envs
     agent = build_agent(cfg, _Spaces(obs_space, action_space, n), device)
+    agent.optimizers()  # as a learner does, before the first (maybe compiled) step: not in the warm-up's time
     generator = torch.Generator().manual_seed(0)
     if algo != "ppo":
         batch = _replay_batch(obs_space, action_space, cfg.algo.batch_size, generator, device)

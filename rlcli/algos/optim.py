@@ -2,19 +2,15 @@
 
 Agents build theirs on first use (``functools.cached_property``): constructing a torch optimiser imports
 torch's compiler stack (``torch._dynamo``, about 1.5 s here), which a command that only acts (eval, play,
-export, the zoo) never needs."""
+the zoo) never needs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from rlcli.algos.offpolicy import ActorCriticReplayConfig
 
 
 def adam(params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
@@ -34,16 +30,18 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 class ActorCriticOptimizers:
-    """The actor's and the critics' optimisers of an actor-critic agent (SAC, TD3), built on first use."""
+    """The actor's and the critics' optimisers of an actor-critic agent (SAC, TD3), built on first use from
+    its ``actor``, ``critic`` and ``cfg`` (an ``ActorCriticReplayConfig``: ``actor_lr``, ``critic_lr``)."""
 
     actor: nn.Module
     critic: nn.Module
-    cfg: ActorCriticReplayConfig
 
     @cached_property
     def actor_optimizer(self) -> torch.optim.Adam:
-        return adam(self.actor.parameters(), lr=self.cfg.actor_lr)
+        """Adam over the actor's parameters."""
+        return adam(self.actor.parameters(), lr=self.cfg.actor_lr)  # type: ignore[attr-defined]
 
     @cached_property
     def critic_optimizer(self) -> torch.optim.Adam:
-        return adam(self.critic.parameters(), lr=self.cfg.critic_lr)
+        """Adam over the critics' parameters (the targets are not learnt)."""
+        return adam(self.critic.parameters(), lr=self.cfg.critic_lr)  # type: ignore[attr-defined]

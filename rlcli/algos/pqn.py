@@ -155,6 +155,7 @@ class PQN(nn.Module):
 
     @cached_property
     def optimizer(self) -> torch.optim.Adam:
+        """Adam over the Q network's parameters."""
         return adam(self.q.parameters(), lr=self.cfg.learning_rate)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

@@ -128,6 +128,7 @@ class SAC(ActorCriticOptimizers, nn.Module):
 
     @cached_property
     def alpha_optimizer(self) -> torch.optim.Adam:
+        """Adam over the temperature's logarithm."""
         return adam([self.log_alpha], lr=self.cfg.alpha_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

@@ -1,4 +1,4 @@
-"""An agent that only acts (what eval, play, export and the zoo build) has no optimiser: constructing a torch
+"""An agent that only acts (what eval, play and the zoo build) has no optimiser: constructing a torch
 optimiser imports torch's compiler stack, about 1.5 s of a command's start-up; a learner builds them before
 its first step."""
 

@@ -77,6 +77,7 @@ class DQN(nn.Module):
 
     @cached_property
     def optimizer(self) -> torch.optim.Adam:
+        """Adam over the Q network's parameters (not its target's)."""
         return adam(self.q.parameters(), lr=self.cfg.learning_rate, eps=self.cfg.adam_eps)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

@@ -137,10 +137,12 @@ class PPO(nn.Module):
 
     @cached_property
     def optimizer(self) -> torch.optim.Adam:
+        """Adam over the network's parameters."""
         return adam(self.net.parameters(), lr=self.cfg.learning_rate, eps=self.cfg.adam_eps)
 
     @cached_property
     def lr(self) -> LearningRate:
+        """The optimiser's learning rate and its schedule."""
         return LearningRate(self.cfg, self.optimizer, self.world)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
