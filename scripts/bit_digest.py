@@ -8,7 +8,8 @@ after it with ``--compare FILE``: the second run exits 1 and names each tensor w
     python scripts/bit_digest.py --compare /tmp/before.json
 
 Cases (``--only`` picks some): CartPole PPO on gymnasium, Hopper PPO on envpool, Pong PPO with the
-Nature CNN on envpool, each for two rollouts; Hopper SAC for about 500 gradient steps; masked PPO on
+Nature CNN on envpool, each for two rollouts; Hopper SAC and TD3 for about 500 gradient steps; CartPole DQN
+for about 1,000 and PQN for eight rollouts; masked PPO on
 MaskedChoice-v0 (the mask from info) and the LSTM PPO on CartPoleNoVel-v1, four rollouts each.
 """
 
@@ -34,6 +35,11 @@ CASES: dict[str, list[str]] = {
                  "-p", "n_epochs=2"],
     "hopper-sac": ["Hopper-v5", "--algo", "sac", "--backend", "envpool", "--steps", "1500",
                    "-p", "learning_starts=1000", "-p", "log_every=500"],
+    "hopper-td3": ["Hopper-v5", "--algo", "td3", "--backend", "envpool", "--steps", "1500",
+                   "-p", "learning_starts=1000", "-p", "log_every=500"],
+    "cartpole-dqn": ["CartPole-v1", "--algo", "dqn", "--backend", "gymnasium", "--steps", "2000",
+                     "-p", "learning_starts=1000"],
+    "cartpole-pqn": ["CartPole-v1", "--algo", "pqn", "--backend", "gymnasium", "--steps", "4096"],
     "masked-ppo": ["MaskedChoice-v0", "--steps", "2048"],
     "recurrent-ppo": ["CartPoleNoVel-v1", "--steps", "1024"],
 }

@@ -209,7 +209,7 @@ class TD3(ActorCriticOptimizers, nn.Module):
     def actor_step(self, obs: torch.Tensor) -> torch.Tensor:
         """One gradient step of the actor up the first critic's values; returns its loss."""
         with self.training_precision():
-            loss = -self.critic(obs, self.actor(obs))[0].mean()
+            loss = -self.critic(obs, self.actor(obs), members=1)[0].mean()
         self.actor_optimizer.zero_grad()
         loss.backward()
         self.actor_optimizer.step()
