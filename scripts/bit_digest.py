@@ -8,8 +8,8 @@ after it with ``--compare FILE``: the second run exits 1 and names each tensor w
     python scripts/bit_digest.py --compare /tmp/before.json
 
 Cases (``--only`` picks some): CartPole PPO on gymnasium, Hopper PPO on envpool, Pong PPO with the
-Nature CNN on envpool, each for two rollouts; Hopper SAC and TD3 for about 500 gradient steps; CartPole DQN
-for about 1,000 and PQN for eight rollouts; masked PPO on
+Nature CNN on envpool, each for two rollouts; Hopper SAC, Hopper TD3 and CartPole DQN for about 500 gradient
+steps each; CartPole PQN for two rollouts; masked PPO on
 MaskedChoice-v0 (the mask from info) and the LSTM PPO on CartPoleNoVel-v1, four rollouts each.
 """
 

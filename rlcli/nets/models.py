@@ -413,7 +413,9 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor, members: int | None = None) -> torch.Tensor:
         """``x``: [members, B, in], each member's own rows; ``members``: the first that many (all: None)."""
-        weight, bias = (self.weight, self.bias) if members is None else (self.weight[:members], self.bias[:members])
+        weight, bias = self.weight, self.bias
+        if members is not None:  # not sliced otherwise: a view op and its backward on every full-ensemble call
+            weight, bias = weight[:members], bias[:members]
         if weight.shape[-1] == 1:
             # a one-unit output (the Q-value) as a product and a row sum: on a CPU a batched
             # matrix-vector product takes 4x as long forward, 2.6x forward and backward (twin Q, 256 x 256)
@@ -422,7 +424,7 @@ class EnsembleLinear(nn.Module):
 
 
 class QEnsemble(nn.Module):
-    """``n`` Q(s, a) networks (twin Q: n=2) evaluated together; returns [n, B]."""
+    """``n`` Q(s, a) networks (twin Q: n=2) evaluated together; returns [n, B] (or the first ``members``)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], activation: str, n: int = 2):
         super().__init__()
@@ -436,12 +438,15 @@ class QEnsemble(nn.Module):
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, members: int | None = None) -> torch.Tensor:
         """Q-values [members, B] of the first ``members`` networks (all: None); TD3's actor follows one."""
         x = torch.cat([obs, actions], -1)
-        n, width = self.n if members is None else members, self.first.weight.shape[-1]
-        first = self.first.weight if members is None else self.first.weight[:members]
-        bias = self.first.bias if members is None else self.first.bias[:members]
+        first, bias = self.first.weight, self.first.bias
+        if members is not None:
+            if not 0 < members <= self.n:
+                raise ValueError(f"members must be in 1..{self.n}, got {members}")
+            first, bias = first[:members], bias[:members]
+        n, width = first.shape[0], first.shape[-1]
         h = torch.addmm(bias.transpose(0, 1).reshape(1, n * width), x,
                         first.transpose(0, 1).reshape(x.shape[-1], n * width))
         x = self.activation(h.view(-1, n, width).transpose(0, 1))
         for layer in self.layers:
             x = self.activation(layer(x, members))
-        return full_precision(lambda h: self.out(h, members), x).squeeze(-1)
+        return full_precision(lambda last: self.out(last, members), x).squeeze(-1)
