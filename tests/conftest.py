@@ -26,7 +26,6 @@ LONG = {
     "benchmark/test_benchmark.py": 150,  # grids of runs, their report, Ctrl-C and resume
     "test_learning.py": 280,  # CartPole (PPO, DQN, PQN), Pendulum (SAC, TD3), CartPoleNoVel to their scores
     "algos/test_distributed.py": 70,  # two processes: one update, learning, Ctrl-C, a lost process
-    "envs/test_playground_backend.py": 150,  # MJX compiled by JAX for the CPU; three runs, a Ctrl-C and a resume
 }
 
 

@@ -152,37 +152,29 @@ def jax_device(device: torch.device) -> Any:
     return jax.devices("cpu")[0]
 
 
-class PlaygroundVecEnv(SteppedOnWait):
-    """``num_envs`` envs of a Playground task on the JAX device matching ``device``; its arrays are torch
-    tensors there. ``kwargs`` override the task's config (e.g. ``episode_length``, ``ctrl_dt``)."""
+def spaces(task: Any) -> tuple[gym.spaces.Box, gym.spaces.Space]:
+    """The task's action space (each control in [-1, 1]) and observation space, as Playground sizes them."""
+    action_space = gym.spaces.Box(-1.0, 1.0, (task.action_size,), dtype=np.float32)
+    shapes = task.observation_size
+    obs_space = gym.spaces.Dict({k: gym.spaces.Box(-np.inf, np.inf, tuple(v), np.float32) for k, v in shapes.items()}) \
+        if isinstance(shapes, dict) else gym.spaces.Box(-np.inf, np.inf, (int(np.prod(shapes)),), np.float32)
+    return action_space, obs_space
 
-    backend = "playground"
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device | str = "cpu",
-                 kwargs: dict[str, Any] | None = None) -> None:
+class Batch:
+    """A task's reset and step over ``num_envs`` envs, each jit-compiled once for the process: every env of the
+    same task, config, size and device (a run and its resume, each trial of an in-process tune study) steps
+    through the same traced functions, where tracing MJX again takes seconds a function on a CPU."""
+
+    def __init__(self, task: Any, num_envs: int, device: Any) -> None:
         import jax
 
-        name = playground_name(env_id)
-        if name is None:
-            raise UsageError(f"MuJoCo Playground has no task '{env_id}'" + (
-                "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"))
-        self._task = load_task(name, {"impl": "jax", **(kwargs or {})})
-        self.env_id, self.num_envs, self.seed = env_id, num_envs, seed
-        self.device = torch.device(device)
-        self._jax_device = jax_device(self.device)
-        self.episode_length = int(self._task._config.episode_length)
-        size = self._task.action_size
-        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (size,), dtype=np.float32)
-        shapes = self._task.observation_size
-        space = gym.spaces.Dict({k: gym.spaces.Box(-np.inf, np.inf, tuple(v), np.float32) for k, v in shapes.items()}) \
-            if isinstance(shapes, dict) else gym.spaces.Box(-np.inf, np.inf, (int(np.prod(shapes)),), np.float32)
-        self.obs_layout: ObsLayout | None = layout_of(space, None, self.single_action_space)
-        self.single_observation_space = space if self.obs_layout is None else flat_space(self.obs_layout)
-        self.single_action_space.seed(seed)
-        use_compilation_cache()
-        with jax.default_device(self._jax_device):
-            self._reset, self._step = jax.jit(self._reset_all), jax.jit(self._step_all)
-        self.reset()
+        self.task, self.num_envs = task, num_envs
+        self.episode_length = int(task._config.episode_length)
+        action_space, obs_space = spaces(task)
+        self.obs_layout: ObsLayout | None = layout_of(obs_space, None, action_space)
+        with jax.default_device(device):
+            self.reset, self.step = jax.jit(self._reset_all), jax.jit(self._step_all)
 
     def _flat(self, obs: Any) -> Any:
         import jax.numpy as jnp
@@ -196,7 +188,7 @@ class PlaygroundVecEnv(SteppedOnWait):
         import jax.numpy as jnp
 
         key, first = jax.random.split(key)
-        state = jax.vmap(self._task.reset)(jax.random.split(first, self.num_envs))
+        state = jax.vmap(self.task.reset)(jax.random.split(first, self.num_envs))
         zeros = jnp.zeros(self.num_envs, dtype=jnp.int32)
         return state, zeros, jnp.zeros(self.num_envs, dtype=bool), key, self._flat(state.obs)
 
@@ -205,11 +197,11 @@ class PlaygroundVecEnv(SteppedOnWait):
         import jax.numpy as jnp
 
         state, elapsed, resetting, key = carry
-        stepped = jax.vmap(self._task.step)(state, actions)
+        stepped = jax.vmap(self.task.step)(state, actions)
         key, fresh_key = jax.random.split(key)
 
         def with_resets(stepped: Any) -> Any:
-            fresh = jax.vmap(self._task.reset)(jax.random.split(fresh_key, self.num_envs))
+            fresh = jax.vmap(self.task.reset)(jax.random.split(fresh_key, self.num_envs))
             # fresh first states where an env resets, by rows: every leaf of the state has the env axis first
             pick = partial(lambda new, old: jnp.where(resetting.reshape((-1,) + (1,) * (old.ndim - 1)), new, old))
             return jax.tree_util.tree_map(pick, fresh, stepped)
@@ -223,11 +215,51 @@ class PlaygroundVecEnv(SteppedOnWait):
         obs = self._flat(state.obs).astype(jnp.float32)
         return (state, elapsed, done, key), (obs, reward, terminated, truncated, done)
 
+
+_BATCHES: dict[tuple[Any, ...], Batch] = {}
+_KEPT = 8  # batches a process keeps, the oldest dropped first: each holds its task's model on the device
+
+
+def batch_of(name: str, overrides: dict[str, Any], num_envs: int, device: Any) -> Batch:
+    """The process's Batch of task ``name`` with ``overrides``, made at its first use."""
+    key = (name, repr(sorted(overrides.items())), num_envs, device)
+    if key not in _BATCHES:
+        made = Batch(load_task(name, overrides), num_envs, device)
+        while len(_BATCHES) >= _KEPT:
+            _BATCHES.pop(next(iter(_BATCHES)))
+        _BATCHES[key] = made
+    return _BATCHES[key]
+
+
+class PlaygroundVecEnv(SteppedOnWait):
+    """``num_envs`` envs of a Playground task on the JAX device matching ``device``; its arrays are torch
+    tensors there. ``kwargs`` override the task's config (e.g. ``episode_length``, ``ctrl_dt``)."""
+
+    backend = "playground"
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, device: torch.device | str = "cpu",
+                 kwargs: dict[str, Any] | None = None) -> None:
+        name = playground_name(env_id)
+        if name is None:
+            raise UsageError(f"MuJoCo Playground has no task '{env_id}'" + (
+                "" if playground_available() else " (it is not installed: pip install 'rlcli[playground]')"))
+        self.env_id, self.num_envs, self.seed = env_id, num_envs, seed
+        self.device = torch.device(device)
+        self._jax_device = jax_device(self.device)
+        use_compilation_cache()
+        self._batch = batch_of(name, {"impl": "jax", **(kwargs or {})}, num_envs, self._jax_device)
+        self.episode_length = self._batch.episode_length
+        self.single_action_space, space = spaces(self._batch.task)
+        self.obs_layout = self._batch.obs_layout
+        self.single_observation_space = space if self.obs_layout is None else flat_space(self.obs_layout)
+        self.single_action_space.seed(seed)
+        self.reset()
+
     def reset(self) -> torch.Tensor:
         import jax
 
         with jax.default_device(self._jax_device):
-            state, elapsed, done, key, obs = self._reset(jax.random.PRNGKey(self.seed))
+            state, elapsed, done, key, obs = self._batch.reset(jax.random.PRNGKey(self.seed))
         self._carry = jax.device_put((state, elapsed, done, key), self._jax_device)
         return torch.from_dlpack(obs)
 
@@ -236,7 +268,7 @@ class PlaygroundVecEnv(SteppedOnWait):
 
         actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
         moved = jnp.from_dlpack(actions.reshape(self.num_envs, -1).contiguous())
-        self._carry, out = self._step(self._carry, moved)
+        self._carry, out = self._batch.step(self._carry, moved)
         obs, reward, terminated, truncated, done = (torch.from_dlpack(x) for x in out)
         return StepResult(obs, reward, terminated, truncated, reward.clone(), done)
 

@@ -66,6 +66,18 @@ def test_a_step_shares_jaxs_memory_and_async_then_wait_is_step(env):
     assert torch.from_dlpack(shared).data_ptr() == shared.unsafe_buffer_pointer()
 
 
+def test_envs_of_one_task_config_and_size_share_one_trace_and_keep_their_own_seeds(env):
+    from rlcli.envs.playground_backend import batch_of
+
+    env.step(torch.zeros(4, 1))
+    batch = env._batch
+    other = PlaygroundVecEnv("CartpoleBalance", 4, 8, kwargs=dict(LIMIT))
+    other.step(torch.zeros(4, 1))
+    assert other._batch is batch and (batch.reset._cache_size(), batch.step._cache_size()) == (1, 1)  # no new trace
+    assert not torch.allclose(other.reset(), env.reset())  # the seed is the reset's argument, not traced in
+    assert batch_of("CartpoleBalance", {"impl": "jax", **LIMIT}, 2, env._jax_device) is not batch
+
+
 def test_a_saved_state_mid_episode_steps_on_exactly_as_the_envs_did(env):
     env.reset()
     for _ in range(5):
