@@ -20,6 +20,7 @@ first use, come from envpool's asset packages where Playground has no copy of it
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from functools import cached_property, partial
@@ -217,18 +218,21 @@ class Batch:
 
 
 _BATCHES: dict[tuple[Any, ...], Batch] = {}
-_KEPT = 8  # batches a process keeps, the oldest dropped first: each holds its task's model on the device
+_KEPT = 8  # batches a process keeps, the least recently used dropped first: each holds its task's model
 
 
 def batch_of(name: str, overrides: dict[str, Any], num_envs: int, device: Any) -> Batch:
-    """The process's Batch of task ``name`` with ``overrides``, made at its first use."""
-    key = (name, repr(sorted(overrides.items())), num_envs, device)
-    if key not in _BATCHES:
-        made = Batch(load_task(name, overrides), num_envs, device)
-        while len(_BATCHES) >= _KEPT:
-            _BATCHES.pop(next(iter(_BATCHES)))
-        _BATCHES[key] = made
-    return _BATCHES[key]
+    """The process's Batch of task ``name`` with ``overrides``, made at its first use; overrides JSON cannot
+    spell exactly make a Batch of their own every time."""
+    try:
+        key = (name, json.dumps(overrides, sort_keys=True), num_envs, device)
+    except (TypeError, ValueError):
+        return Batch(load_task(name, overrides), num_envs, device)
+    batch = _BATCHES.pop(key, None) or Batch(load_task(name, overrides), num_envs, device)
+    _BATCHES[key] = batch
+    while len(_BATCHES) > _KEPT:
+        _BATCHES.pop(next(iter(_BATCHES)))
+    return batch
 
 
 class PlaygroundVecEnv(SteppedOnWait):
