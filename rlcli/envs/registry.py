@@ -126,12 +126,13 @@ def gymnasium_name(env_id: str) -> str | None:
 
 def resolve_backend(env_id: str, backend: str) -> str:
     """``auto`` picks envpool where it has the task, except classic control, where gymnasium's vector
-    env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k); for those and for the
-    ids only gymnasium can have (``_gymnasium_only``) envpool is not imported, 1.5-2 s of every process
-    saved. A PettingZoo environment's is ``pettingzoo``; an id no backend knows is a UsageError. ``torch``
-    (tasks written in torch, on the training device) is chosen by name alone; ``playground`` (MuJoCo
-    Playground's MJX tasks, on the training device) by name, or by ``auto`` for a name only it has; ``mjlab``
-    (MJLab's tasks on MuJoCo Warp, on the training device) by name, or by ``auto`` for an ``Mjlab-`` id."""
+    env is the faster one (8 CartPoles: 100k random steps/s against envpool's 73k); for those, for the
+    ids only gymnasium can have (``_gymnasium_only``) and under ``--backend gymnasium`` envpool is not
+    imported (2.5 s of a process: its XLA interface imports JAX). A PettingZoo environment's is
+    ``pettingzoo``; an id no backend knows is a UsageError. ``torch`` (tasks written in torch, on the
+    training device) is chosen by name alone; ``playground`` (MuJoCo Playground's MJX tasks, on the training
+    device) by name, or by ``auto`` for a name only it has; ``mjlab`` (MJLab's tasks on MuJoCo Warp, on the
+    training device) by name, or by ``auto`` for an ``Mjlab-`` id."""
     if is_pettingzoo(env_id):
         if backend != "auto":
             raise UsageError(f"{env_id} is a PettingZoo environment, which rlcli steps itself; "
@@ -156,8 +157,8 @@ def resolve_backend(env_id: str, backend: str) -> str:
         return "mjlab"
     if backend == "auto" and _is_classic_control(env_id):
         return "gymnasium"
-    on_envpool = not _gymnasium_only(env_id) and envpool_name(env_id) is not None
-    on_gym = gymnasium_name(env_id) is not None
+    on_envpool = backend != "gymnasium" and not _gymnasium_only(env_id) and envpool_name(env_id) is not None
+    on_gym = backend != "envpool" and not on_envpool and gymnasium_name(env_id) is not None
     if backend == "envpool" and not on_envpool:
         hint = " (envpool is not installed: pip install 'rlcli[envpool]')" if not envpool_ids() else ""
         raise UsageError(f"envpool has no environment '{env_id}'{hint}; use --backend gymnasium")

@@ -1,6 +1,7 @@
 """What a new user types for an environment: bare names, Atari or MuJoCo ids without their packages, and
 custom envs whose own code fails, each answered with one line."""
 
+import subprocess
 import sys
 from importlib.util import find_spec
 
@@ -272,3 +273,18 @@ def test_a_particle_world_without_mpe2_names_the_extra(monkeypatch):
             "simple_spread_v3 needs PettingZoo, which is not installed: pip install 'rlcli[multiagent]'")
     finally:
         pettingzoo_ids._bare_names.cache_clear()
+
+
+@pytest.mark.skipif(find_spec("mujoco") is None or find_spec("envpool") is None, reason="needs MuJoCo and envpool")
+def test_the_gymnasium_backend_resolves_trains_and_steps_without_importing_envpool():
+    """Asked for gymnasium's env, envpool is never imported to see whether it has the task too (its import takes a
+    process 2.5 s), and envpool's tasks still resolve to it."""
+    code = ("import sys; from rlcli.algos import resolve; from rlcli.envs import make_vec_env; "
+            "from rlcli.envs.registry import resolve_backend; "
+            "assert resolve_backend('Hopper-v5', 'gymnasium') == 'gymnasium'; "
+            "cfg = resolve('sac', 'Hopper-v5', backend='gymnasium'); "
+            "env = make_vec_env('Hopper-v5', 2, 0, 'gymnasium'); env.reset(); env.close(); "
+            "print(cfg.env.backend, sorted(m for m in sys.modules if m.split('.')[0] == 'envpool'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "gymnasium []"
+    assert resolve_backend("Hopper-v5", "auto") == resolve_backend("Hopper-v5", "envpool") == "envpool"
