@@ -269,6 +269,12 @@ def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
                    eval_every=0)
 
 
+def peer_side(args: WorkerArgs) -> WorkerArgs:
+    """``args`` for reading rlcli's hyperparameters in a peer's worker: the peer steps gymnasium's env, so the id
+    resolves for gymnasium (the values are those of every backend) and the worker does not import envpool."""
+    return replace(args, backend="gymnasium")
+
+
 def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
     """Torch threads: the configured value (None = rlcli chooses), the count seen in a callback (acting),
     and the update's count where this rlcli resolves acting and updating threads separately."""
@@ -493,7 +499,7 @@ def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("ppo", args, hopper_ppo_overrides(args, HOPPER_PPO_SAME)).algo
+    cfg = rlcli_config("ppo", peer_side(args), hopper_ppo_overrides(args, HOPPER_PPO_SAME)).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     env = sb3_normalized(make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), cfg)
     return sb3_ppo_throughput(PPO(policy, env, seed=args.seed, **kwargs), args.steps)
@@ -594,7 +600,7 @@ def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)
-    run = window_config("dqn", replace(args, env=RLCLI_PONG_ID), PONG_DQN_SAME)
+    run = window_config("dqn", peer_side(replace(args, env=RLCLI_PONG_ID)), PONG_DQN_SAME)
     env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=1, seed=args.seed), n_stack=4)
     model = sb3_dqn(run.algo, env, args.seed, "CnnPolicy")
     return {**sb3_window(model, args, window_budget(run, args), 1), "obs_shape": list(model.observation_space.shape)}
@@ -627,7 +633,7 @@ def worker_sb3_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
     """SB3 TD3 with the same values (``sb3_td3``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("td3", args, {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
+    cfg = rlcli_config("td3", peer_side(args), {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
     return sb3_window(sb3_td3(cfg, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed), args, cfg.steps, 1)
 
 
@@ -638,7 +644,7 @@ def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3.common.env_util import make_vec_env
 
     start, end = args.learning_starts, args.learning_starts + args.steps
-    cfg = rlcli_config("sac", args, {**HOPPER_SAC_SAME, "learning_starts": start}).algo
+    cfg = rlcli_config("sac", peer_side(args), {**HOPPER_SAC_SAME, "learning_starts": start}).algo
     if not cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr or cfg.policy_delay != 1:
         raise ValueError("SB3's SAC has one learning rate and updates the actor every gradient step")
     model = SAC("MlpPolicy", make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), seed=args.seed,
@@ -678,7 +684,7 @@ def worker_sb3_pong(args: WorkerArgs) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)  # gymnasium 1.x no longer registers the ALE ids on its own
-    cfg = rlcli_config("ppo", replace(args, env=RLCLI_PONG_ID), pong_hyperparameters(args)).algo  # rlcli's own
+    cfg = rlcli_config("ppo", peer_side(replace(args, env=RLCLI_PONG_ID)), pong_hyperparameters(args)).algo
     policy, kwargs = sb3_ppo_kwargs(cfg)
     env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=cfg.n_envs, seed=args.seed), n_stack=4)
     model = PPO(policy, env, seed=args.seed, **kwargs)
