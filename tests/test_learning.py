@@ -13,7 +13,7 @@ from rlcli.training.train import train
 def test_ppo_solves_cartpole_within_50k_steps(tmp_path):
     # seed 1 on one thread: 273.5 at 10k steps, 500 from 20k on
     cfg = resolve("ppo", "CartPole-v1", overrides={"steps": 50_000}, seed=1, eval_every=10_000, eval_episodes=10,
-                  torch_threads=1)
+                  stop_at=475, torch_threads=1)
     state = train(cfg, tmp_path / "run")
     assert state.step <= 50_000 + cfg.algo.batch_size
     assert state.best_eval is not None and state.best_eval >= 475, state.best_eval
@@ -43,9 +43,9 @@ def test_sac_swings_up_pendulum_within_6k_steps(tmp_path):
     # seed 1 evaluates -228 at 4k steps, -196 at 5k and -192 at 6k, and stays near -190 to 15k (seed 0:
     # -216 at 4k, -195 at 5k)
     cfg = resolve("sac", "Pendulum-v1", overrides={"steps": 6_000}, seed=1, eval_every=1_000, eval_episodes=10,
-                  torch_threads=1)
+                  stop_at=-250, torch_threads=1)
     state = train(cfg, tmp_path / "run")
-    assert state.step == 6_000
+    assert state.step <= 6_000
     assert state.best_eval is not None and state.best_eval >= -250, state.best_eval
 
 
