@@ -113,3 +113,22 @@ def one_update_by_two(rank: int, port: int, out: str) -> None:
         "metrics": gathered[0]["metrics"], "reference_metrics": ref_metrics,
         "minibatches_per_epoch": [len(p) for p in gathered[0]["plans"]],
     }, indent=1))
+
+
+def thread_names() -> list[str]:
+    """The names of this process's threads, as Linux shows them (gloo's are gloo_tcp_loop, pt_gloo_runloop)."""
+    return sorted(task.read_text().strip() for task in Path("/proc/self/task").glob("*/comm"))
+
+
+def threads_of_a_closed_world(rank: int, port: int, out: str) -> None:
+    """Process ``rank`` of two: its threads' names after the world's collectives and after it closed, written to
+    ``out`` as {rank: {"open": [...], "closed": [...]}} (each rank its own file, ``out``.RANK)."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    world = join()
+    world.from_lead({"step": 1})
+    world.flags(False, rank == 1)
+    world.sum_(torch.ones(3))
+    open_threads = thread_names()
+    world.close()
+    Path(f"{out}.{rank}").write_text(json.dumps({"open": open_threads, "closed": thread_names()}))

@@ -65,6 +65,15 @@ def check_gpus(device: str, processes: int) -> None:
         gpu_of(processes - 1, processes, torch.cuda.device_count())
 
 
+class Groups:
+    """The process groups a world holds beside torch's default one. Closing the world lets them go: a group
+    still referenced when the interpreter ends keeps gloo's threads running, and destroying them then aborts
+    the process ("terminate called without an active exception") after a run that went well."""
+
+    def __init__(self, control: Any) -> None:
+        self.control = control
+
+
 @dataclass(frozen=True)
 class World:
     """This process's place among the run's processes (ranks)."""
@@ -74,7 +83,12 @@ class World:
     local_rank: int = 0  # among the processes on this machine
     local_size: int = 1
     nodes: int = 1  # machines
-    control: Any = None  # the gloo group that objects and flags go through
+    groups: Groups | None = None  # the gloo group that objects and flags go through
+
+    @property
+    def control(self) -> Any:
+        """The gloo group that objects and flags go through (None in a world of one)."""
+        return None if self.groups is None else self.groups.control
 
     @property
     def lead(self) -> bool:
@@ -225,6 +239,8 @@ class World:
 
             if dist.is_initialized():
                 dist.destroy_process_group()
+            if self.groups is not None:
+                self.groups.control = None
 
 
 SINGLE = World()
@@ -245,7 +261,7 @@ def join() -> World:
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))
     return World(rank=dist.get_rank(), size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
                  local_size=local_size, nodes=int(os.environ.get("GROUP_WORLD_SIZE", max(size // local_size, 1))),
-                 control=control)
+                 groups=Groups(control))
 
 
 def envs_per_process(n_envs: int, saved_size: int, size: int) -> int:

@@ -23,7 +23,7 @@ from rlcli.algos.world import SINGLE, World, envs_per_process, gpu_of
 from rlcli.cli import app
 from rlcli.errors import UsageError
 from rlcli.training.launch import PEER_LOST_EXIT, failed, without_option
-from tests.distributed_workers import one_update_by_two
+from tests.distributed_workers import one_update_by_two, threads_of_a_closed_world
 from tests.waiting import wait_for
 
 TRAIN = [sys.executable, "-m", "rlcli", "train"]
@@ -56,6 +56,22 @@ def test_a_world_of_one_is_its_own_lead_and_its_collectives_hand_back_what_they_
     assert other.on_lead(lambda: opened.append("not here")) is None and opened == ["run"]
 
 
+def two_processes(target, out: Path) -> list[int | None]:
+    """Runs ``target(rank, port, str(out))`` in two spawned processes of one world; their exit codes."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spawn = multiprocessing.get_context("spawn")
+    processes = [spawn.Process(target=target, args=(rank, port, str(out))) for rank in range(2)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(120)
+        if p.exitcode is None:
+            p.kill()
+    return [p.exitcode for p in processes]
+
+
 def test_one_update_by_two_processes_equals_one_process_over_their_rows(tmp_path):
     """Two processes of 4 envs x 16 steps each make one update (3 epochs of 4 minibatches of 32 rows, 16 from
     each, the adaptive-KL schedule, observation, reward and value normalisation); one process over both processes' rows,
@@ -65,18 +81,7 @@ def test_one_update_by_two_processes_equals_one_process_over_their_rows(tmp_path
     scale, keep such differences at that size (measured: 6e-8, one unit in the last place, against a change of
     the weights of 1.5e-2 in this update)."""
     out = tmp_path / "found.json"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    spawn = multiprocessing.get_context("spawn")
-    processes = [spawn.Process(target=one_update_by_two, args=(rank, port, str(out))) for rank in range(2)]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join(120)
-        if p.exitcode is None:
-            p.kill()
-    assert [p.exitcode for p in processes] == [0, 0]
+    assert two_processes(one_update_by_two, out) == [0, 0]
     found = json.loads(out.read_text())
     assert found["minibatches_per_epoch"] == [4, 4, 4]
     assert found["processes_equal"] and found["stats_equal_between_processes"]
@@ -87,6 +92,19 @@ def test_one_update_by_two_processes_equals_one_process_over_their_rows(tmp_path
     assert len(set(found["rates"][0])) > 1
     for name, value in found["reference_metrics"].items():
         assert found["metrics"][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread names as Linux shows them")
+def test_a_closed_world_leaves_no_gloo_thread_running(tmp_path):
+    """Closing the world ends every thread its process groups started. A group still referenced keeps gloo's
+    threads until the interpreter ends, and destroying them then aborts the process now and then ("terminate
+    called without an active exception", SIGABRT) after a run that went well."""
+    out = tmp_path / "threads"
+    assert two_processes(threads_of_a_closed_world, out) == [0, 0]
+    for rank in range(2):
+        found = json.loads(Path(f"{out}.{rank}").read_text())
+        assert any("gloo" in name for name in found["open"]), found
+        assert not any("gloo" in name for name in found["closed"]), found
 
 
 def test_resuming_with_another_number_of_processes_keeps_the_global_batch():
