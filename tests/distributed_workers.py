@@ -122,7 +122,7 @@ def thread_names() -> list[str]:
 
 def threads_of_a_closed_world(rank: int, port: int, out: str) -> None:
     """Process ``rank`` of two: its threads' names after the world's collectives and after it closed, written to
-    ``out`` as {rank: {"open": [...], "closed": [...]}} (each rank its own file, ``out``.RANK)."""
+    ``out``.RANK as {"open": [...], "closed": [...]}."""
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     world = join()

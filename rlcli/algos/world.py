@@ -83,7 +83,7 @@ class World:
     local_rank: int = 0  # among the processes on this machine
     local_size: int = 1
     nodes: int = 1  # machines
-    groups: Groups | None = None  # the gloo group that objects and flags go through
+    groups: Groups | None = None  # None in a world of one
 
     @property
     def control(self) -> Any:
