@@ -10,8 +10,6 @@ import torch
 
 from rlcli.algos.buffers import RolloutBatch
 from rlcli.algos.ppo import (
-    MAX_LR,
-    MIN_LR,
     PPO,
     PPOConfig,
     adaptive_kl_lr,
@@ -21,7 +19,7 @@ from rlcli.algos.ppo import (
     smooth_clamp,
 )
 from rlcli.algos.ppo.agent import stored_kinds
-from rlcli.algos.ppo.schedule import clip_range
+from rlcli.algos.ppo.schedule import clip_range, kl_target
 from rlcli.errors import UsageError
 
 
@@ -89,15 +87,26 @@ def test_clipped_value_loss_is_the_mean_over_the_batch():
     (0.125, 3e-4),  # exactly half: not below it
 ])
 def test_adaptive_kl_lr_branches(kl, lr):
-    assert adaptive_kl_lr(3e-4, kl, target=0.25) == pytest.approx(lr)
+    assert adaptive_kl_lr(3e-4, kl, target=0.25, low=1e-6, high=1e-2) == pytest.approx(lr)
 
 
 def test_adaptive_kl_lr_bounds():
-    assert (MIN_LR, MAX_LR) == (1e-6, 1e-2)
-    assert adaptive_kl_lr(1.2e-6, kl=1.0, target=0.01) == MIN_LR  # 8e-7 would be below the floor
-    assert adaptive_kl_lr(MIN_LR, kl=1.0, target=0.01) == MIN_LR
-    assert adaptive_kl_lr(8e-3, kl=0.0, target=0.01) == MAX_LR  # 1.2e-2 would be above the ceiling
-    assert adaptive_kl_lr(MAX_LR, kl=0.0, target=0.01) == MAX_LR
+    low, high = PPOConfig().lr_min, PPOConfig().lr_max
+    assert (low, high) == (1e-6, 1e-2)  # rl_games' bounds
+    assert adaptive_kl_lr(1.2e-6, kl=1.0, target=0.01, low=low, high=high) == low  # 8e-7 would be below the floor
+    assert adaptive_kl_lr(low, kl=1.0, target=0.01, low=low, high=high) == low
+    assert adaptive_kl_lr(8e-3, kl=0.0, target=0.01, low=low, high=high) == high  # 1.2e-2 would be above the ceiling
+    assert adaptive_kl_lr(high, kl=0.0, target=0.01, low=low, high=high) == high
+    assert adaptive_kl_lr(8e-4, kl=0.0, target=0.01, low=low, high=1e-3) == 1e-3  # a lower ceiling, set
+
+
+def test_adaptive_schedule_stays_within_the_configured_bounds():
+    # a target far above any KL grows the rate 1.5x at each of 3 epochs, from 1e-5 to 3.375e-5: capped at 2e-5
+    ppo = agent(lr_schedule="adaptive_kl", kl_target=1e3, learning_rate=1e-5, lr_max=2e-5)
+    ppo.update(rollout(), 0.0)
+    assert ppo.lr.value == pytest.approx(2e-5)
+    with pytest.raises(ValueError, match="lr_min=0.1 exceeds lr_max=0.01"):
+        PPOConfig(lr_min=0.1, lr_max=0.01)
 
 
 def test_smooth_clamp_runs_through_the_midpoint_with_slope_one_and_saturates_at_the_bounds():
@@ -180,6 +189,24 @@ def test_adaptive_schedule_adapts_after_each_epoch_or_each_minibatch(every, chan
     ("linear", 1.0, 0.0), ("linear", 1.02, 0.0)])  # the last rollout may run a little past the budget
 def test_clip_range_is_constant_or_falls_linearly_to_zero(schedule, progress, expected):
     assert clip_range(PPOConfig(clip_range=0.2, clip_range_schedule=schedule), progress) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("schedule", "progress", "expected"), [
+    ("constant", 0.0, 0.008), ("constant", 0.9, 0.008), ("linear", 0.0, 0.008), ("linear", 0.75, 0.002),
+    ("linear", 1.0, 0.0), ("linear", 1.02, 0.0)])
+def test_kl_target_is_constant_or_falls_linearly_to_zero(schedule, progress, expected):
+    cfg = PPOConfig(kl_target=0.008, kl_target_schedule=schedule)
+    assert kl_target(cfg, progress) == pytest.approx(expected)
+
+
+def test_adaptive_schedule_aims_at_the_kl_target_of_the_update_s_progress():
+    # one epoch's KL judged against 0.008 at the start, against 0.002 three quarters through: a KL of 0.005
+    # is on target for the first (rate kept) and above twice the second (rate divided by 1.5)
+    ppo = agent(lr_schedule="adaptive_kl", kl_target=0.008, kl_target_schedule="linear", learning_rate=3e-4)
+    for progress, expected in ((0.0, 3e-4), (0.75, 2e-4)):
+        ppo.lr.begin(progress, 0.2)
+        ppo.lr.adapt(torch.tensor(0.005), 1)
+        assert ppo.lr.value == pytest.approx(expected)
 
 
 def test_rollouts_store_frames_as_bytes_and_discrete_actions_as_indices():

@@ -23,9 +23,9 @@ from rlcli.algos.ppo.losses import (
     smooth_clamp,
 )
 from rlcli.algos.ppo.minibatches import Minibatches, evaluated, sequence_rows
-from rlcli.algos.ppo.schedule import MAX_LR, MIN_LR, LearningRate, adaptive_kl_lr
+from rlcli.algos.ppo.schedule import LearningRate, adaptive_kl_lr
 
-__all__ = ["COUPLED", "MAX_LR", "MIN_LR", "PPO", "SEARCH_SPACE", "LearningRate", "Minibatches", "PPOConfig",
+__all__ = ["COUPLED", "PPO", "SEARCH_SPACE", "LearningRate", "Minibatches", "PPOConfig",
            "adaptive_kl_lr", "check_spaces", "clipped_surrogate_loss", "clipped_value_loss", "evaluated",
            "explained_variance", "fit_minibatches", "network_class", "pooled_standardize", "ppo_loss", "row_mean",
            "sequence_rows", "shares_cores", "smooth_clamp", "thread_plan"]

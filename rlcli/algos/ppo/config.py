@@ -38,6 +38,14 @@ class PPOConfig(AlgoConfig):
     """constant, linear to zero, or adaptive_kl (rl_games': /1.5 above twice kl_target, x1.5 below half)."""
     kl_target: Annotated[float, Field(gt=0)] = 0.008
     """The KL per epoch the adaptive_kl schedule aims at."""
+    kl_target_schedule: Literal["constant", "linear"] = "constant"
+    """constant, or linear to zero over training: adaptive_kl's steps shrink as the budget ends, so the
+    final policy settles instead of moving as far each update as the first ones did."""
+    lr_min: Annotated[float, Field(gt=0)] = 1e-6
+    """The lowest rate adaptive_kl sets (rl_games' bound)."""
+    lr_max: Annotated[float, Field(gt=0)] = 1e-2
+    """The highest rate adaptive_kl sets (rl_games' bound): the critic shares the rate, so a low KL
+    target can otherwise push both to steps far above the starting rate."""
     lr_adapt_every: Literal["epoch", "minibatch"] = "epoch"
     """When adaptive_kl picks the next learning rate: after each epoch from its mean KL, or after each
     minibatch from that minibatch's KL (rl_games' default)."""
@@ -80,6 +88,12 @@ class PPOConfig(AlgoConfig):
     def batch_size(self) -> int:
         """Env steps per rollout (and samples per update epoch)."""
         return self.n_envs * self.n_steps
+
+    @model_validator(mode="after")
+    def _lr_bounds_ordered(self) -> PPOConfig:
+        if self.lr_min > self.lr_max:
+            raise ValueError(f"lr_min={self.lr_min} exceeds lr_max={self.lr_max}; set lr_min at most lr_max")
+        return self
 
     @model_validator(mode="after")
     def _cnn_takes_raw_pixels(self) -> PPOConfig:

@@ -10,16 +10,20 @@ from rlcli.algos.ppo.config import PPOConfig
 from rlcli.algos.world import World
 from rlcli.config import Schedule
 
-MIN_LR, MAX_LR = 1e-6, 1e-2  # adaptive-KL bounds, as rl_games
 
-
-def adaptive_kl_lr(lr: float, kl: float, target: float) -> float:
-    """rl_games' rule: shrink the step when the policy moved too far, grow it when it barely moved."""
+def adaptive_kl_lr(lr: float, kl: float, target: float, low: float, high: float) -> float:
+    """rl_games' rule: shrink the step when the policy moved too far, grow it when it barely moved, within
+    [``low``, ``high``]."""
     if kl > 2.0 * target:
-        return max(lr / 1.5, MIN_LR)
+        return max(lr / 1.5, low)
     if kl < 0.5 * target:
-        return min(lr * 1.5, MAX_LR)
+        return min(lr * 1.5, high)
     return lr
+
+
+def kl_target(cfg: PPOConfig, progress: float) -> float:
+    """The KL the adaptive schedule aims at ``progress`` (the fraction of training done) through training."""
+    return cfg.kl_target * (max(1.0 - progress, 0.0) if cfg.kl_target_schedule == "linear" else 1.0)
 
 
 def clip_range(cfg: PPOConfig, progress: float) -> float:
@@ -34,12 +38,14 @@ class LearningRate:
     def __init__(self, cfg: PPOConfig, optimizer: torch.optim.Optimizer, world: World) -> None:
         self.cfg, self.optimizer, self.world = cfg, optimizer, world
         self.value = cfg.learning_rate
+        self.progress = 0.0
         self.adapt_every = cfg.lr_adapt_every if cfg.lr_schedule == Schedule.adaptive_kl else None
 
     def begin(self, progress: float, clip: float) -> float:
         """Sets the rate of an update ``progress`` (the fraction of training done) into training; returns
         ``clip``, the update's clip range, as the lead has it (one exchange for both)."""
         cfg = self.cfg
+        self.progress = progress
         if cfg.lr_schedule == Schedule.linear:
             self.value = cfg.learning_rate * max(1.0 - progress, 0.0)
         elif cfg.lr_schedule == Schedule.constant:
@@ -52,7 +58,8 @@ class LearningRate:
         """The next rate from the mean KL of ``steps`` minibatch steps (summed over every process's rows),
         decided by the lead."""
         kl = float(self.world.sum_(kl_sum)) / steps
-        self.value = adaptive_kl_lr(self.value, kl, self.cfg.kl_target)
+        cfg = self.cfg
+        self.value = adaptive_kl_lr(self.value, kl, kl_target(cfg, self.progress), cfg.lr_min, cfg.lr_max)
         (self.value,) = self.world.agree(self.value)
         self.apply(self.value)
 
