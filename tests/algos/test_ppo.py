@@ -98,6 +98,9 @@ def test_adaptive_kl_lr_bounds():
     assert adaptive_kl_lr(8e-3, kl=0.0, target=0.01, low=low, high=high) == high  # 1.2e-2 would be above the ceiling
     assert adaptive_kl_lr(high, kl=0.0, target=0.01, low=low, high=high) == high
     assert adaptive_kl_lr(8e-4, kl=0.0, target=0.01, low=low, high=1e-3) == 1e-3  # a lower ceiling, set
+    # a starting rate above the ceiling is brought under it whatever the KL: on target, too far, too little
+    for kl in (0.01, 1.0, 0.0):
+        assert adaptive_kl_lr(3e-3, kl=kl, target=0.01, low=low, high=1e-3) == 1e-3
 
 
 def test_adaptive_schedule_stays_within_the_configured_bounds():

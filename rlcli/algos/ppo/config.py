@@ -39,13 +39,13 @@ class PPOConfig(AlgoConfig):
     kl_target: Annotated[float, Field(gt=0)] = 0.008
     """The KL per epoch the adaptive_kl schedule aims at."""
     kl_target_schedule: Literal["constant", "linear"] = "constant"
-    """constant, or linear to zero over training: adaptive_kl's steps shrink as the budget ends, so the
-    final policy settles instead of moving as far each update as the first ones did."""
+    """constant, or linear to zero over training (adaptive_kl only): its steps shrink as the budget ends,
+    so the final policy settles instead of moving as far each update as the first ones did."""
     lr_min: Annotated[float, Field(gt=0)] = 1e-6
-    """The lowest rate adaptive_kl sets (rl_games' bound)."""
+    """The lowest rate adaptive_kl sets (rl_games' bound; adaptive_kl only)."""
     lr_max: Annotated[float, Field(gt=0)] = 1e-2
-    """The highest rate adaptive_kl sets (rl_games' bound): the critic shares the rate, so a low KL
-    target can otherwise push both to steps far above the starting rate."""
+    """The highest rate adaptive_kl sets (rl_games' bound; adaptive_kl only): the critic shares the rate,
+    so a policy that barely moves can otherwise push both to steps far above the starting rate."""
     lr_adapt_every: Literal["epoch", "minibatch"] = "epoch"
     """When adaptive_kl picks the next learning rate: after each epoch from its mean KL, or after each
     minibatch from that minibatch's KL (rl_games' default)."""

@@ -12,13 +12,13 @@ from rlcli.config import Schedule
 
 
 def adaptive_kl_lr(lr: float, kl: float, target: float, low: float, high: float) -> float:
-    """rl_games' rule: shrink the step when the policy moved too far, grow it when it barely moved, within
-    [``low``, ``high``]."""
+    """rl_games' rule: shrink the step when the policy moved too far, grow it when it barely moved; always
+    within [``low``, ``high``], also when ``lr`` started outside them."""
     if kl > 2.0 * target:
-        return max(lr / 1.5, low)
-    if kl < 0.5 * target:
-        return min(lr * 1.5, high)
-    return lr
+        lr = lr / 1.5
+    elif kl < 0.5 * target:
+        lr = lr * 1.5
+    return min(max(lr, low), high)
 
 
 def kl_target(cfg: PPOConfig, progress: float) -> float:
