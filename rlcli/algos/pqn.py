@@ -243,7 +243,7 @@ class PQN(nn.Module):
         set_lr(self.optimizer, lr)
         sums, steps = torch.zeros(2, device=self.device), 0
         for epoch in self.minibatches.epochs(batch, cfg.n_epochs):
-            for rows in epoch:
+            for _, rows in epoch:
                 if len(rows) == 6:
                     obs, actions, _, _, _, returns = rows
                     sums += self._step(obs, actions, returns)

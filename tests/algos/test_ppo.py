@@ -1,6 +1,6 @@
 """PPO's pure functions against hand-computed cases: the clipped surrogate (hard and smooth), the clipped
-value loss and the adaptive-KL learning rate; and the agent's reward scale, value normaliser and
-per-minibatch schedule on one hand-made rollout."""
+value loss, the sampled KL and the adaptive-KL learning rate; and the agent's reward scale, value
+normaliser, per-minibatch schedule and KL reference on one hand-made rollout."""
 
 import math
 
@@ -19,7 +19,10 @@ from rlcli.algos.ppo import (
     smooth_clamp,
 )
 from rlcli.algos.ppo.agent import stored_kinds
+from rlcli.algos.ppo.losses import ppo_loss, sampled_kl
+from rlcli.algos.ppo.minibatches import Minibatches
 from rlcli.algos.ppo.schedule import clip_range, kl_target
+from rlcli.algos.world import SINGLE
 from rlcli.errors import UsageError
 
 
@@ -185,6 +188,52 @@ def test_adaptive_schedule_adapts_after_each_epoch_or_each_minibatch(every, chan
     ppo = agent(lr_schedule="adaptive_kl", kl_target=1e3, lr_adapt_every=every, learning_rate=1e-5)
     ppo.update(rollout(), 0.0)
     assert ppo.lr.value == pytest.approx(1e-5 * 1.5 ** changes)
+
+
+def test_sampled_kl_is_the_mean_of_exp_minus_one_minus_the_log_ratio():
+    # ratios 1, 2 and 1/2: 0, 1 - ln 2 and ln 2 - 1/2, whose mean is exactly 1/6
+    log_ratio = torch.tensor([0.0, math.log(2.0), -math.log(2.0)], dtype=torch.float64)
+    assert sampled_kl(log_ratio).item() == pytest.approx(1.0 / 6.0, rel=1e-12)
+    assert sampled_kl(log_ratio, total=torch.tensor(6.0, dtype=torch.float64)).item() == pytest.approx(1.0 / 12.0)
+
+
+def test_ppo_loss_measures_the_kl_from_the_reference_where_one_is_given():
+    # the rollout's policy is the current one (ratio 1: KL 0); the reference gave the two actions half and
+    # twice their probability now: KL (1 - ln 2 + ln 2 - 1/2) / 2 = 1/4
+    log_probs = torch.tensor([-1.0, -2.0], dtype=torch.float64)
+    rows = (log_probs, torch.zeros(2), torch.zeros(2), log_probs.clone(), torch.zeros(2), torch.ones(2), torch.zeros(2))
+    reference = log_probs + torch.tensor([-math.log(2.0), math.log(2.0)], dtype=torch.float64)
+    cfg = PPOConfig(normalize_advantage=False)
+    assert ppo_loss(cfg, rows, torch.tensor(0.2), SINGLE)[1][3].item() == 0.0
+    assert ppo_loss(cfg, rows, torch.tensor(0.2), SINGLE, reference)[1][3].item() == pytest.approx(0.25, rel=1e-12)
+
+
+@pytest.mark.parametrize("previous_epoch", [False, True])
+def test_previous_epoch_kl_reference_is_each_row_s_log_probs_one_epoch_earlier(previous_epoch):
+    # 8 rows in minibatches of 2 over 3 epochs, each row's observation its number; each step answers with
+    # log-probs that name its epoch and rows (100 * epoch + row), so a row's reference says where it came from
+    batch = rollout()._replace(obs=torch.arange(8.0).unsqueeze(-1))
+    given = []
+
+    def step(rows, reference):
+        row, epoch = rows[0][:, 0], len(given) // 4
+        given.append((epoch, row, reference))
+        return torch.zeros(6), 100.0 * epoch + row
+
+    Minibatches(2, 4, SINGLE, torch.device("cpu")).train(batch, 3, step, agent().lr, previous_epoch=previous_epoch)
+    assert len(given) == 12
+    for epoch, row, reference in given:
+        if not previous_epoch:
+            assert reference is None
+        elif epoch == 0:  # the rollout's log-probs
+            assert torch.equal(reference, batch.log_probs[row.long()])
+        else:  # what the step of the epoch before returned for the same rows
+            assert torch.equal(reference, 100.0 * (epoch - 1) + row)
+
+
+def test_previous_epoch_kl_reference_needs_a_feed_forward_network():
+    with pytest.raises(ValueError, match="kl_reference=previous_epoch keeps each row's log-probability"):
+        PPOConfig(kl_reference="previous_epoch", n_steps=8, minibatch_size=16, network={"recurrent": "lstm"})
 
 
 @pytest.mark.parametrize(("schedule", "progress", "expected"), [

@@ -235,7 +235,8 @@ class PPO(nn.Module):
             batch = batch._replace(values=self.value_norm.normalize(batch.values),
                                    returns=self.value_norm.normalize(batch.returns))
 
-        sums = self.minibatches.train(batch, cfg.n_epochs, lambda rows: self._step(rows, clip_t), self.lr)
+        sums = self.minibatches.train(batch, cfg.n_epochs, lambda rows, reference: self._step(rows, clip_t, reference),
+                                      self.lr, previous_epoch=cfg.kl_reference == "previous_epoch")
 
         with torch.no_grad():
             returns, values = (raw.returns[raw.valid], raw.values[raw.valid]) if sequences else (
@@ -245,13 +246,17 @@ class PPO(nn.Module):
                 "losses/explained_variance": float(explained), "charts/learning_rate": self.lr.value,
                 "charts/clip_range": clip}
 
-    def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: torch.Tensor) -> torch.Tensor:
+    def _minibatch_step(self, rows: tuple[torch.Tensor, ...], clip: torch.Tensor, reference: torch.Tensor | None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """One gradient step on a minibatch (forward, loss, backward, clipping, Adam): what ``compile``
-        compiles. Returns the step's (policy loss, value loss, entropy, KL, clip fraction, 1)."""
-        loss, stats = ppo_loss(self.cfg, evaluated(self.net, rows, self.training_precision()), clip, self.world)
+        compiles. Returns the step's (policy loss, value loss, entropy, KL, clip fraction, 1), the KL from
+        the rollout's policy or from ``reference``'s log-probabilities of the same actions, and the rows'
+        log-probabilities before the step."""
+        rows = evaluated(self.net, rows, self.training_precision())
+        loss, stats = ppo_loss(self.cfg, rows, clip, self.world, reference)
         self.optimizer.zero_grad()
         loss.backward()
         self.world.sum_gradients_(self._params)
         nn.utils.clip_grad_norm_(self._params, self.cfg.max_grad_norm, foreach=True)
         self.optimizer.step()
-        return torch.cat([stats, self._one.unsqueeze(0)])
+        return torch.cat([stats, self._one.unsqueeze(0)]), rows[0].detach()

@@ -49,6 +49,10 @@ class PPOConfig(AlgoConfig):
     lr_adapt_every: Literal["epoch", "minibatch"] = "epoch"
     """When adaptive_kl picks the next learning rate: after each epoch from its mean KL, or after each
     minibatch from that minibatch's KL (rl_games' default)."""
+    kl_reference: Literal["rollout", "previous_epoch"] = "rollout"
+    """What adaptive_kl measures each minibatch's KL from: the rollout's policy (how far the whole update has
+    moved so far), or the policy of the same rows' step one epoch earlier (rl_games': how far the last epoch
+    moved; the rollout's policy in the first epoch). previous_epoch needs a feed-forward network."""
     clip_range: Annotated[float, Field(gt=0)] = 0.2
     """PPO's ratio clipping."""
     clip_range_schedule: Literal["constant", "linear"] = "constant"
@@ -93,6 +97,13 @@ class PPOConfig(AlgoConfig):
     def _lr_bounds_ordered(self) -> PPOConfig:
         if self.lr_min > self.lr_max:
             raise ValueError(f"lr_min={self.lr_min} exceeds lr_max={self.lr_max}; set lr_min at most lr_max")
+        return self
+
+    @model_validator(mode="after")
+    def _kl_reference_kept_per_row(self) -> PPOConfig:
+        if self.kl_reference == "previous_epoch" and self.network.recurrent:
+            raise ValueError("kl_reference=previous_epoch keeps each row's log-probability between epochs, which a "
+                             "recurrent policy's sequence minibatches do not; use kl_reference=rollout")
         return self
 
     @model_validator(mode="after")

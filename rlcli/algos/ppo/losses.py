@@ -79,12 +79,19 @@ def explained_variance(returns: torch.Tensor, values: torch.Tensor, world: World
 STATS = ("losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clip_fraction")
 
 
-def ppo_loss(cfg: PPOConfig, evaluated: tuple[torch.Tensor, ...], clip: torch.Tensor, world: World
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def sampled_kl(log_ratio: torch.Tensor, total: torch.Tensor | None = None) -> torch.Tensor:
+    """Schulman's low-variance estimate of the KL between two policies from the log-ratios of their
+    probabilities of sampled actions: the mean of ``exp(d) - 1 - d`` (``total``: see ``row_mean``)."""
+    return row_mean(log_ratio.exp() - 1.0 - log_ratio, total)
+
+
+def ppo_loss(cfg: PPOConfig, evaluated: tuple[torch.Tensor, ...], clip: torch.Tensor, world: World,
+             reference: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(PPO's loss on a minibatch, its (policy loss, value loss, entropy, KL, clip fraction) detached) from
     ``evaluated``: the rows' (log_probs, entropy, values) under the current network, then the rollout's
-    (log_probs, values, advantages, returns). With several processes each loss is this process's share of
-    the minibatch's mean, its advantages standardised over the whole minibatch."""
+    (log_probs, values, advantages, returns). The KL is from the rollout's policy, or from the policy whose
+    log-probabilities of the same actions are ``reference``. With several processes each loss is this
+    process's share of the minibatch's mean, its advantages standardised over the whole minibatch."""
     log_probs, entropy, values, old_log_probs, old_values, advantages, returns = evaluated
     log_ratio = log_probs - old_log_probs
     ratio = log_ratio.exp()
@@ -101,8 +108,7 @@ def ppo_loss(cfg: PPOConfig, evaluated: tuple[torch.Tensor, ...], clip: torch.Te
     loss = (policy_loss + cfg.vf_coef * value_loss if cfg.ent_coef == 0.0 else
             policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss)
     with torch.no_grad():
-        change = ratio - 1.0
-        approx_kl = row_mean(change - log_ratio, total)  # Schulman's low-variance estimator
-        clip_fraction = row_mean((change.abs() > clip).float(), total)
+        approx_kl = sampled_kl(log_ratio if reference is None else log_probs - reference, total)
+        clip_fraction = row_mean(((ratio - 1.0).abs() > clip).float(), total)
         return loss, torch.stack([policy_loss.detach(), value_loss.detach(), entropy_mean.detach(), approx_kl,
                                   clip_fraction])

@@ -46,9 +46,11 @@ class Minibatches:
     def __init__(self, minibatch_size: int, n_steps: int, world: World, device: torch.device) -> None:
         self.minibatch_size, self.n_steps, self.world, self.device = minibatch_size, n_steps, world, device
 
-    def epochs(self, batch: RolloutBatch | SequenceBatch, n_epochs: int) -> Iterator[Iterator[Rows]]:
-        """Each epoch's minibatches: rows as the rollout holds them (a ``RolloutBatch``'s fields), sequences
-        as a ``SequenceBatch``'s first eight fields and the state."""
+    def epochs(self, batch: RolloutBatch | SequenceBatch, n_epochs: int
+               ) -> Iterator[Iterator[tuple[torch.Tensor, Rows]]]:
+        """Each epoch's minibatches as (their row or env indices in the rollout, their rows): rows as the
+        rollout holds them (a ``RolloutBatch``'s fields), sequences as a ``SequenceBatch``'s first eight
+        fields and the state."""
         if isinstance(batch, SequenceBatch):
             n, size = batch.obs.shape[1], self.minibatch_size // self.n_steps
         else:
@@ -57,16 +59,23 @@ class Minibatches:
         for _ in range(n_epochs):
             yield self.epoch(batch, n, size, count)
 
-    def train(self, batch: RolloutBatch | SequenceBatch, n_epochs: int, step: Callable[[Rows], torch.Tensor],
-              lr: LearningRate) -> torch.Tensor:
+    def train(self, batch: RolloutBatch | SequenceBatch, n_epochs: int,
+              step: Callable[[Rows, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]], lr: LearningRate,
+              previous_epoch: bool = False) -> torch.Tensor:
         """``step`` on each minibatch of ``n_epochs`` epochs, the learning rate adapted to the KL after each
-        minibatch or epoch as ``lr`` says; returns the steps' summed statistics (``step``'s: policy loss,
-        value loss, entropy, KL, clip fraction, 1), on the device."""
+        minibatch or epoch as ``lr`` says; returns the steps' summed statistics (``step``'s first output:
+        policy loss, value loss, entropy, KL, clip fraction, 1), on the device. ``step`` also returns its
+        rows' log-probabilities before it stepped; with ``previous_epoch`` (rows, not sequences) each row's
+        are kept and given to its next step, one epoch later, as the policy its KL is measured from (the
+        rollout's in the first epoch); otherwise it is given None."""
         sums = torch.zeros(6, device=self.device)
+        kept = batch.log_probs.clone() if previous_epoch else None
         for epoch in self.epochs(batch, n_epochs):
             epoch_kl, steps = torch.zeros((), device=self.device), 0
-            for rows in epoch:
-                stats = step(rows)
+            for index, rows in epoch:
+                stats, log_probs = step(rows, None if kept is None else kept.index_select(0, index))
+                if kept is not None:
+                    kept.index_copy_(0, index, log_probs.to(kept.dtype))
                 sums += stats
                 epoch_kl += stats[3]
                 steps += 1
@@ -85,18 +94,19 @@ class Minibatches:
         return max(-(-total // size), 1)
 
     def epoch(self, batch: RolloutBatch | SequenceBatch, n: int, size: int, count: int | None
-              ) -> Iterator[Rows]:
-        """Each minibatch of an epoch, the rows (or env sequences) in a new random order."""
+              ) -> Iterator[tuple[torch.Tensor, Rows]]:
+        """Each minibatch of an epoch (its indices, its rows), the rows (or env sequences) in a new random
+        order."""
         chunks = self.draw(n, size, count)
         if isinstance(batch, SequenceBatch):
             for index in chunks:
-                yield sequence_rows(batch, index)
+                yield index, sequence_rows(batch, index)
             return
         # the epoch's rows gathered once per tensor, each minibatch a slice of them
         shuffled = [t.index_select(0, torch.cat(chunks)) for t in batch]
         start = 0
         for index in chunks:
-            yield tuple(t[start:start + len(index)] for t in shuffled)
+            yield index, tuple(t[start:start + len(index)] for t in shuffled)
             start += len(index)
 
     def draw(self, n: int, size: int, count: int | None) -> Rows:
