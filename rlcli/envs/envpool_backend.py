@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space
+from rlcli.envs.envpool_import import import_envpool
 from rlcli.envs.layout import MASK_KEY, ObsFlattener, ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
 from rlcli.errors import UsageError
@@ -56,8 +57,7 @@ class EnvpoolVecEnv:
 
     def __init__(self, name: str, num_envs: int, seed: int, atari: bool,
                  kwargs: dict | None = None, num_threads: int = 0, render_mode: str | None = None) -> None:
-        import envpool
-
+        envpool = import_envpool()
         opts = atari_opts(kwargs) if atari else dict(kwargs or {})
         if render_mode is not None:
             current_gl_context()

@@ -14,6 +14,7 @@ from gymnasium.envs.registration import EnvSpec, parse_env_id
 
 from rlcli.envs import masked, partial  # noqa: F401  (register the velocity-hidden and masked tasks)
 from rlcli.envs.atari_games import ATARI_GAMES
+from rlcli.envs.envpool_import import import_envpool
 from rlcli.envs.modules import import_user_module
 from rlcli.envs.pettingzoo_ids import (
     KNOWN_NAMES,
@@ -37,7 +38,7 @@ _ATARI_ID = re.compile(r"(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?(?:NoFrameskip
 @lru_cache(maxsize=1)
 def envpool_ids() -> frozenset[str]:
     try:
-        import envpool
+        envpool = import_envpool()
     except ImportError:
         return frozenset()
     return frozenset(envpool.list_all_envs())
@@ -49,6 +50,7 @@ def _envpool_domains() -> dict[str, str]:
     classic_control, ...)}. envpool keeps the module of each task in its registry; an envpool without
     that table gives {} and its ids count as one kind."""
     try:
+        import_envpool()
         from envpool.registration import registry
     except ImportError:
         return {}
