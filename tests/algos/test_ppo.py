@@ -19,7 +19,7 @@ from rlcli.algos.ppo import (
     smooth_clamp,
 )
 from rlcli.algos.ppo.agent import stored_kinds
-from rlcli.algos.ppo.losses import ppo_loss, sampled_kl
+from rlcli.algos.ppo.losses import ppo_loss, rollout_standardized, sampled_kl
 from rlcli.algos.ppo.minibatches import Minibatches
 from rlcli.algos.ppo.schedule import clip_range, kl_target
 from rlcli.algos.world import SINGLE
@@ -206,6 +206,42 @@ def test_ppo_loss_measures_the_kl_from_the_reference_where_one_is_given():
     cfg = PPOConfig(normalize_advantage=False)
     assert ppo_loss(cfg, rows, torch.tensor(0.2), SINGLE)[1][3].item() == 0.0
     assert ppo_loss(cfg, rows, torch.tensor(0.2), SINGLE, reference)[1][3].item() == pytest.approx(0.25, rel=1e-12)
+
+
+def test_rollout_standardized_uses_the_moments_of_the_learning_rows():
+    # [1, 3]: mean 2, standard deviation sqrt(2); [1, 2, 3] of the valid rows: mean 2, deviation 1
+    both = rollout_standardized(torch.tensor([1.0, 3.0], dtype=torch.float64), None, SINGLE)
+    assert both.tolist() == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)], rel=1e-7)
+    valid = torch.tensor([True, False, True, True])
+    masked = rollout_standardized(torch.tensor([1.0, 100.0, 2.0, 3.0], dtype=torch.float64), valid, SINGLE)
+    assert masked.tolist() == pytest.approx([-1.0, 100.0, 0.0, 1.0], rel=1e-7)
+
+
+def test_ppo_loss_takes_rollout_standardised_advantages_as_given():
+    # ratio 1: the policy loss is minus the mean advantage, 0 once a minibatch standardises [1, 3] itself
+    log_probs = torch.tensor([-1.0, -2.0], dtype=torch.float64)
+    advantages = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    rows = (log_probs, torch.zeros(2), torch.zeros(2), log_probs.clone(), torch.zeros(2), advantages, torch.zeros(2))
+    rollout_scope = ppo_loss(PPOConfig(normalize_advantage_over="rollout"), rows, torch.tensor(0.2), SINGLE)
+    assert rollout_scope[1][0].item() == -2.0
+    assert ppo_loss(PPOConfig(), rows, torch.tensor(0.2), SINGLE)[1][0].item() == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("over", ["minibatch", "rollout"])
+def test_every_minibatch_step_sees_the_rollout_s_advantages_standardised_once_or_as_they_are(over):
+    ppo, batch, seen = agent(normalize_advantage_over=over), rollout(), []
+
+    def step(rows, clip, reference):
+        seen.append(rows[4].clone())
+        return torch.zeros(6), rows[2]
+
+    ppo._step = step
+    ppo.update(batch, 0.0)
+    assert len(seen) == 12  # 3 epochs of 4 minibatches of 2 rows
+    rows = torch.cat(seen[:4])
+    a = batch.advantages.double()
+    expected = (a - a.mean()) / (a.std() + 1e-8) if over == "rollout" else a
+    assert sorted(rows.tolist()) == pytest.approx(sorted(expected.tolist()), rel=1e-6)
 
 
 @pytest.mark.parametrize("previous_epoch", [False, True])

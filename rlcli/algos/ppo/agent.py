@@ -29,7 +29,7 @@ from rlcli.algos.buffers import RolloutBatch, RolloutBuffer, SequenceBatch
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.optim import adam
 from rlcli.algos.ppo.config import PPOConfig
-from rlcli.algos.ppo.losses import STATS, explained_variance, ppo_loss
+from rlcli.algos.ppo.losses import STATS, explained_variance, ppo_loss, rollout_standardized
 from rlcli.algos.ppo.minibatches import Minibatches, evaluated
 from rlcli.algos.ppo.schedule import LearningRate, clip_range
 from rlcli.algos.world import SINGLE, World
@@ -234,6 +234,9 @@ class PPO(nn.Module):
         if self.value_norm.enabled:  # the critic learns, and is clipped, in the standardised scale
             batch = batch._replace(values=self.value_norm.normalize(batch.values),
                                    returns=self.value_norm.normalize(batch.returns))
+        if cfg.normalize_advantage and cfg.normalize_advantage_over == "rollout":
+            batch = batch._replace(advantages=rollout_standardized(
+                batch.advantages, batch.valid if sequences else None, self.world))
 
         sums = self.minibatches.train(batch, cfg.n_epochs, lambda rows, reference: self._step(rows, clip_t, reference),
                                       self.lr, previous_epoch=cfg.kl_reference == "previous_epoch")

@@ -68,7 +68,10 @@ class PPOConfig(AlgoConfig):
     adam_eps: Annotated[float, Field(gt=0)] = 1e-5
     """Adam's epsilon."""
     normalize_advantage: bool = True
-    """Advantages standardised per minibatch."""
+    """Advantages standardised by their mean and standard deviation (over what: normalize_advantage_over)."""
+    normalize_advantage_over: Literal["minibatch", "rollout"] = "minibatch"
+    """What ``normalize_advantage`` standardises over: each minibatch by its own moments (SB3, CleanRL), or the
+    whole rollout once, before the epochs (rl_games)."""
     normalize_obs: bool = False
     """Observations standardised by running statistics (saved with the run)."""
     normalize_reward: bool = False

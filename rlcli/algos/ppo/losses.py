@@ -54,6 +54,16 @@ def pooled_standardize(advantages: torch.Tensor, world: World, normalize: bool) 
     return count.float(), advantages
 
 
+def rollout_standardized(advantages: torch.Tensor, valid: torch.Tensor | None, world: World) -> torch.Tensor:
+    """A rollout's advantages standardised by the mean and standard deviation of its learning rows
+    (``valid``, or every row where None) over every process's rollout."""
+    if valid is None:
+        return pooled_standardize(advantages, world, True)[1]
+    standardized = advantages.clone()
+    standardized[valid] = pooled_standardize(advantages[valid], world, True)[1]
+    return standardized
+
+
 def explained_variance(returns: torch.Tensor, values: torch.Tensor, world: World,
                        sums: torch.Tensor | None = None) -> torch.Tensor:
     """1 - Var(returns - values) / Var(returns) over every process's rows (0 where the returns do not vary).
@@ -96,9 +106,10 @@ def ppo_loss(cfg: PPOConfig, evaluated: tuple[torch.Tensor, ...], clip: torch.Te
     log_ratio = log_probs - old_log_probs
     ratio = log_ratio.exp()
     total = None  # one process: every loss is a mean over the minibatch
+    normalize = cfg.normalize_advantage and cfg.normalize_advantage_over == "minibatch"
     if world.size > 1:
-        total, advantages = pooled_standardize(advantages, world, cfg.normalize_advantage)
-    elif cfg.normalize_advantage and advantages.numel() > 1:
+        total, advantages = pooled_standardize(advantages, world, normalize)
+    elif normalize and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     policy_loss = clipped_surrogate_loss(advantages, ratio, clip, total, cfg.smooth_clip)
     value_loss = clipped_value_loss(values, old_values, returns, cfg.clip_value, total)
