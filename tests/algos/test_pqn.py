@@ -118,3 +118,14 @@ def test_the_pqn_atari_lstm_preset_reads_single_frames_into_an_lstm():
     assert (cfg.algo.trunk, cfg.algo.recurrent, cfg.algo.recurrent_size, cfg.env.kwargs["stack_num"]) == (
         "cnn", "lstm", 128, 1)
     assert cfg.algo.minibatch_size // cfg.algo.n_steps == 2 and cfg.algo.max_grad_norm == 0.5
+
+
+def test_the_pqn_atari_128_preset_takes_the_authors_rollout_and_epochs_over_the_atari_group():
+    from rlcli.algos import resolve
+
+    cfg = resolve("pqn", "Pong-v5", config_file="pqn-atari-128", eval_episodes=1).algo
+    assert (cfg.n_envs, cfg.n_steps, cfg.n_epochs, cfg.minibatch_size) == (128, 32, 2, 128)
+    assert (cfg.n_envs * cfg.n_steps) // cfg.minibatch_size == 32  # the authors' NUM_MINIBATCHES
+    assert (cfg.lr_schedule, cfg.learning_rate, cfg.epsilon_end, cfg.exploration_fraction) == (
+        "constant", 2.5e-4, 0.001, 0.1)
+    assert (cfg.trunk, cfg.layer_norm, cfg.steps, cfg.gae_lambda) == ("cnn", True, 2_500_000, 0.65)
