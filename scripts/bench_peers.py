@@ -8,7 +8,7 @@ Run (from the repository root):
     pip install rl-games==1.6.5 && python scripts/bench_peers.py --only hopper-rlgames --repeats 3
 
 Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,cartpole-dqn,dqn-prioritized,pong-dqn,hopper-td3,pong,
-masked,recurrent,multiagent`` picks sections
+pqn-pong,masked,recurrent,multiagent`` picks sections
 (all of these by default; ``hopper-rlgames`` only when named), ``--quick`` cuts every budget to about one rollout
 (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result, ``--markdown PATH`` writes the
 tables that are printed. The sections, what each row measures and why, are described in scripts/README.md.
@@ -155,6 +155,12 @@ MPE_SAME: dict[str, Any] = dict(
 
 RLCLI_PONG_ID = "Pong-v5"  # envpool's id; the PPO row runs PONG_CLEANRL's values, the DQN row rlcli's entry
 SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWrapper adds the rest
+# PQN against rlcli's own PPO on Pong, as their runs to 18 were made: envpool's Pong-v5 in bf16, PQN with the
+# pqn-atari-128 preset (its authors' values), PPO with its Pong-v5 entry (CleanRL's fast Pong values).
+PQN_PONG_PRESET = "pqn-atari-128"
+# Env steps to the first deterministic evaluation of 18 or more (10 episodes every 125k steps) in those runs,
+# docs/results.md "PQN on Pong at 10M frames": PQN's seeds 1-2 with the preset, PPO's seed 1 with its entry
+PONG_STEPS_TO_18: dict[str, tuple[int, ...]] = {"pqn": (1_253_376, 1_003_520), "ppo": (1_501_184,)}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -177,6 +183,7 @@ class Budgets:
     pong_dqn_learning_starts: int = 2_000  # Pong DQN: random steps, then the timed window
     pong_dqn_window: int = 4_000  # 1,000 gradient steps of the Nature CNN at the entry's UTD of 0.25
     pong_steps: int = 20_000
+    pqn_pong_steps: int = 32_768  # 8 of PQN's rollouts (128 envs x 32 steps), 16 of PPO's (16 x 128)
     masked_steps: int = 50_000  # MaskedChoice-v0's tuned budget
     recurrent_steps: int = 20_480  # 80 updates of CartPoleNoVel-v1's tuned entry (8 envs x 32 steps, 20 epochs)
     mpe_steps: int = 61_440  # agent steps: 20 rollouts of 8 envs x 128 steps x 3 agents
@@ -194,7 +201,7 @@ class Budgets:
         return replace(self, cartpole_steps=1_000, cartpole_eval_every=500, hopper_ppo_steps=500,
                        sac_learning_starts=300, sac_window=50, dqn_learning_starts=300, dqn_window=100,
                        td3_learning_starts=300, td3_window=50, pong_dqn_learning_starts=300,
-                       pong_dqn_window=100, pong_steps=256, masked_steps=1_000,
+                       pong_dqn_window=100, pong_steps=256, pqn_pong_steps=512, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
                        env_seconds=0.25, rlgames_steps=4_096)
 
@@ -289,7 +296,10 @@ def rlcli_threads(cfg: Any, observed: int | None) -> dict[str, Any]:
 def rlcli_budget(cfg: Any, marks: Sequence[int]) -> int:
     """The budget ``rlcli_timed_train`` runs ``cfg`` with: two training iterations past the last mark."""
     algo = cfg.algo
-    iteration = algo.batch_size if algo.algo == "ppo" else math.ceil(algo.log_every / algo.n_envs) * algo.n_envs
+    if algo.algo in ("ppo", "pqn"):  # a rollout of n_envs x n_steps, then its update
+        iteration = algo.n_envs * algo.n_steps
+    else:
+        iteration = math.ceil(algo.log_every / algo.n_envs) * algo.n_envs
     return (max(marks) // iteration + 2) * iteration
 
 
@@ -324,11 +334,12 @@ def steady_rate(steps: int, seconds: float) -> float:
     return steps / seconds if steps > 0 and seconds > 0 else math.nan
 
 
-def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any]) -> dict[str, Any]:
+def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo") -> dict[str, Any]:
     """Env steps/s from the start of the training loop (envs and agent built, like SB3's model before
     its clock starts) to the first callback at or past ``args.steps``; ``setup_sps`` counts from the call
-    to train() instead, charging rlcli the construction that SB3's figure leaves out."""
-    cfg = rlcli_config("ppo", args, overrides)
+    to train() instead, charging rlcli the construction that SB3's figure leaves out. ``algo``: an on-policy
+    learner of rollouts (ppo, or pqn)."""
+    cfg = rlcli_config(algo, args, overrides)
     clock, backend = rlcli_timed_train(cfg, [args.steps])
     step, end = clock.times[args.steps]
     seconds = clock.loop_seconds[args.steps]
@@ -691,6 +702,25 @@ def worker_sb3_pong(args: WorkerArgs) -> dict[str, Any]:
     return {**sb3_ppo_throughput(model, args.steps), "obs_shape": list(model.observation_space.shape)}
 
 
+def pong_to_18_overrides(algo: str, args: WorkerArgs) -> dict[str, Any]:
+    """The values of the runs in PONG_STEPS_TO_18; a quick run, on both sides, collects 32 steps of 16 envs and
+    updates for one epoch."""
+    from rlcli.config import config_source, load_yaml
+
+    values = load_yaml(config_source(Path(PQN_PONG_PRESET))) if algo == "pqn" else {}
+    if args.quick:
+        values = {**values, "n_envs": 16, "n_steps": 32, "minibatch_size": 128, "n_epochs": 1}
+    return values
+
+
+def worker_rlcli_pong_to_18(algo: str) -> Callable[[WorkerArgs], dict[str, Any]]:
+    """rlcli ``algo`` on Pong-v5 in bf16 with the values of its run to 18: env steps/s."""
+    def worker(args: WorkerArgs) -> dict[str, Any]:
+        args = replace(args, env=RLCLI_PONG_ID, precision="bf16")
+        return rlcli_ppo_throughput(args, pong_to_18_overrides(algo, args), algo)
+    return worker
+
+
 def random_action_batches(space: Any, n_envs: int, seed: int, count: int = 64) -> list[Any]:
     """Pre-drawn batches of uniform random actions, so that drawing them is not timed with the env."""
     import numpy as np
@@ -930,6 +960,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-hopper-td3": worker_sb3_hopper_td3,
     "sb3-hopper-sac": worker_sb3_hopper_sac,
     "rlcli-pong": worker_rlcli_pong,
+    "rlcli-pong-pqn": worker_rlcli_pong_to_18("pqn"),
+    "rlcli-pong-ppo": worker_rlcli_pong_to_18("ppo"),
     "sb3-pong": worker_sb3_pong,
     "rlcli-masked": worker_rlcli_masked,
     "sb3-masked": worker_sb3_masked,
@@ -1421,6 +1453,27 @@ def bench_pong(ctx: Context) -> Section:
     return section
 
 
+def bench_pqn_pong(ctx: Context) -> Section:
+    """PQN's time to Pong 18 against rlcli PPO's: each one's steps to 18 in its recorded runs (PONG_STEPS_TO_18)
+    at the env steps/s measured here, the two alternated seed by seed on the same machine."""
+    section, budget = Section("pqn-pong"), ctx.budgets.pqn_pong_steps
+    for seed in ctx.seeds:
+        for side, worker in (("rlcli", "rlcli-pong-pqn"), ("PPO", "rlcli-pong-ppo")):
+            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+                    lambda seed=seed, worker=worker: run_worker(worker, seed, steps=budget, quick=ctx.quick))
+    to_18 = {algo: statistics.mean(steps) for algo, steps in PONG_STEPS_TO_18.items()}
+    section.rows += [
+        Row(f"Pong-v5 time to 18: PQN ({PQN_PONG_PRESET}, {len(PONG_STEPS_TO_18['pqn'])} seeds' mean of "
+            f"{to_18['pqn']:,.0f} steps) against rlcli PPO (its Pong-v5 entry, {to_18['ppo']:,.0f} steps), both bf16"
+            f"{'; --quick: 16 envs, 1 epoch' if ctx.quick else ''}: the steps at env steps/s over {budget:,} steps",
+            "s", [to_18["pqn"] / v for v in values(section, "train", "rlcli")],
+            [to_18["ppo"] / v for v in values(section, "train", "PPO")], Goal("<=", 0.5), sb3_note="rlcli PPO"),
+        Row("the same runs' env steps/s", "steps/s", values(section, "train", "rlcli"), values(section, "train", "PPO"),
+            rlcli_note="PQN", sb3_note="rlcli PPO"),
+    ]
+    return section
+
+
 def train_both_sides(ctx: Context, section: Section, name: str, env: str, steps: int, **options: Any) -> None:
     """Each seed's ``train`` measurement of the workers ``rlcli-NAME`` and ``sb3-NAME``, with its steady rate."""
     for seed in ctx.seeds:
@@ -1505,6 +1558,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "pong-dqn": bench_pong_dqn,
     "hopper-td3": bench_hopper_td3,
     "pong": bench_pong,
+    "pqn-pong": bench_pqn_pong,
     "masked": bench_masked,
     "recurrent": bench_recurrent,
     "multiagent": bench_multiagent,

@@ -19,7 +19,7 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", 
 
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole-dqn", "dqn-prioritized", "pong-dqn",
-            "hopper-td3", "pong", "masked", "recurrent", "multiagent"]
+            "hopper-td3", "pong", "pqn-pong", "masked", "recurrent", "multiagent"]
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,11 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     ours, theirs = runs(pong, "train", "rlcli")[0]["result"], runs(pong, "train", "SB3")[0]["result"]
     assert ours["obs_shape"] == theirs["obs_shape"] == [4, 84, 84]
     assert ours["n_envs"] == theirs["n_envs"] == 8 and ours["steps"] == theirs["steps"]
+
+    # PQN's time to 18 against PPO's: each with the values of its recorded run to 18, on the same env, in bf16
+    pqn, ppo = (runs(sections["pqn-pong"], "train", side)[0]["result"] for side in ("rlcli", "PPO"))
+    assert (pqn["precision"], ppo["precision"]) == ("bf16", "bf16") and pqn["backend"] == ppo["backend"] == "envpool"
+    assert pqn["steps"] == ppo["steps"] and pqn["n_envs"] == ppo["n_envs"] == 16  # --quick cuts both to 16 envs
 
     masked = sections["masked"]
     ours, theirs = runs(masked, "train", "rlcli")[0]["result"], runs(masked, "train", "SB3")[0]["result"]
