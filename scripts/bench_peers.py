@@ -159,7 +159,8 @@ SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWr
 # pqn-atari-128 preset (its authors' values), PPO with its Pong-v5 entry (CleanRL's fast Pong values).
 PQN_PONG_PRESET = "pqn-atari-128"
 # Env steps to the first deterministic evaluation of 18 or more (10 episodes every 125k steps) in those runs,
-# docs/results.md "PQN on Pong at 10M frames": PQN's seeds 1-4 with the preset, PPO's seed 1 with its entry. PQN's
+# docs/results.md: PQN's seeds 1-4 with the preset ("With its authors' values"), PPO's seed 1 with its entry ("To 20
+# within 10M frames: CleanRL's fast Pong values"). PQN's
 # seed 3 never reached 18: it counts at its whole budget, so the goal row's PQN time is a lower bound.
 PONG_STEPS_TO_18: dict[str, tuple[int, ...]] = {"pqn": (1_253_376, 1_003_520, 2_502_656, 753_664), "ppo": (1_501_184,)}
 PONG_NOT_REACHED = {"pqn": 1, "ppo": 0}  # runs counted at their budget
