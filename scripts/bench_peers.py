@@ -160,8 +160,8 @@ SB3_PONG_ID = "PongNoFrameskip-v4"  # what SB3's docs and the zoo train; AtariWr
 PQN_PONG_PRESET = "pqn-atari-128"
 # Env steps to the first deterministic evaluation of 18 or more (10 episodes every 125k steps) in those runs,
 # docs/results.md: PQN's seeds 1-4 with the preset ("With its authors' values"), PPO's seed 1 with its entry ("To 20
-# within 10M frames: CleanRL's fast Pong values"). PQN's
-# seed 3 never reached 18: it counts at its whole budget, so the goal row's PQN time is a lower bound.
+# within 10M frames: CleanRL's fast Pong values"). PQN's seed 3 never reached 18: it counts at its whole budget, so
+# the goal row's PQN time is a lower bound.
 PONG_STEPS_TO_18: dict[str, tuple[int, ...]] = {"pqn": (1_253_376, 1_003_520, 2_502_656, 753_664), "ppo": (1_501_184,)}
 PONG_NOT_REACHED = {"pqn": 1, "ppo": 0}  # runs counted at their budget
 
@@ -337,7 +337,7 @@ def steady_rate(steps: int, seconds: float) -> float:
     return steps / seconds if steps > 0 and seconds > 0 else math.nan
 
 
-def rlcli_ppo_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo") -> dict[str, Any]:
+def rlcli_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo") -> dict[str, Any]:
     """Env steps/s from the start of the training loop (envs and agent built, like SB3's model before
     its clock starts) to the first callback at or past ``args.steps``; ``setup_sps`` counts from the call
     to train() instead, charging rlcli the construction that SB3's figure leaves out. ``algo``: an on-policy
@@ -487,7 +487,7 @@ def hopper_ppo_overrides(args: WorkerArgs, overrides: dict[str, Any]) -> dict[st
 
 def worker_rlcli_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's tuned Hopper PPO (hyperparams/ppo.yml, mujoco group), steps/s."""
-    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, {}))
+    return rlcli_throughput(args, hopper_ppo_overrides(args, {}))
 
 
 def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
@@ -505,7 +505,7 @@ def worker_sb3_hopper_ppo(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_rlcli_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's mujoco-group Hopper PPO with a constant learning rate, steps/s (``--backend`` honoured)."""
-    return rlcli_ppo_throughput(args, hopper_ppo_overrides(args, HOPPER_PPO_SAME))
+    return rlcli_throughput(args, hopper_ppo_overrides(args, HOPPER_PPO_SAME))
 
 
 def worker_sb3_hopper_ppo_same(args: WorkerArgs) -> dict[str, Any]:
@@ -686,7 +686,7 @@ def worker_rlcli_pong(args: WorkerArgs) -> dict[str, Any]:
     probe = make_vec_env(args.env, 1, args.seed, args.backend)  # the observation the CNN sees, as a check
     obs_shape = list(probe.single_observation_space.shape)
     probe.close()
-    return {**rlcli_ppo_throughput(args, pong_hyperparameters(args)), "obs_shape": obs_shape}
+    return {**rlcli_throughput(args, pong_hyperparameters(args)), "obs_shape": obs_shape}
 
 
 def worker_sb3_pong(args: WorkerArgs) -> dict[str, Any]:
@@ -720,7 +720,7 @@ def worker_rlcli_pong_to_18(algo: str) -> Callable[[WorkerArgs], dict[str, Any]]
     """rlcli ``algo`` on Pong-v5 in bf16 with the values of its run to 18: env steps/s."""
     def worker(args: WorkerArgs) -> dict[str, Any]:
         args = replace(args, env=RLCLI_PONG_ID, precision="bf16")
-        return rlcli_ppo_throughput(args, pong_to_18_overrides(algo, args), algo)
+        return rlcli_throughput(args, pong_to_18_overrides(algo, args), algo)
     return worker
 
 
@@ -776,7 +776,7 @@ def worker_env_sb3(args: WorkerArgs) -> dict[str, Any]:
 
 def worker_rlcli_masked(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's masked PPO on MaskedChoice-v0 (its tuned entry, the mask from info), steps/s."""
-    return rlcli_ppo_throughput(args, {})
+    return rlcli_throughput(args, {})
 
 
 def sb3_vector_env(env_id: str, n_envs: int) -> Any:
@@ -867,7 +867,7 @@ def recurrent_hyperparameters(args: WorkerArgs) -> dict[str, Any]:
 def worker_rlcli_recurrent(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's recurrent PPO on CartPoleNoVel-v1 (its tuned entry: an LSTM of 64 for the actor and one for
     the critic; 20 epochs), steps/s."""
-    return rlcli_ppo_throughput(args, recurrent_hyperparameters(args))
+    return rlcli_throughput(args, recurrent_hyperparameters(args))
 
 
 def worker_sb3_recurrent(args: WorkerArgs) -> dict[str, Any]:
@@ -891,7 +891,7 @@ def worker_rlcli_mpe(args: WorkerArgs) -> dict[str, Any]:
     """rlcli's shared-parameter PPO on simple_spread: agent steps/s (``args.steps`` counts agent steps,
     as SB3 does; rlcli's own steps are env steps, each one of every agent)."""
     env_steps = replace(args, steps=args.steps // MPE_AGENTS)
-    result = rlcli_ppo_throughput(env_steps, MPE_SAME)
+    result = rlcli_throughput(env_steps, MPE_SAME)
     return {**result, "steps": result["steps"] * MPE_AGENTS, "sps": result["sps"] * MPE_AGENTS,
             "steady_sps": result["steady_sps"] * MPE_AGENTS, "env_sps": result["sps"]}
 
