@@ -9,7 +9,7 @@ from rlcli.algos.buffers import ReplayBatch, RolloutBatch
 from rlcli.algos.ppo import PPO, PPOConfig
 from rlcli.algos.sac import SAC, SACConfig
 from rlcli.config import NetworkConfig
-from rlcli.nets.models import ActorCritic
+from rlcli.nets.models import ActorCritic, scaled_pixels
 
 OBS = gym.spaces.Box(-1, 1, (6,), np.float32)
 CPU = torch.device("cpu")
@@ -67,3 +67,15 @@ def test_a_bf16_sac_update_gives_finite_float32_results():
     assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in stats.values())
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters(), strict=True))
     assert all(p.dtype == torch.float32 for p in agent.parameters())
+
+
+def test_frames_scaled_in_bf16_are_the_bits_autocast_gives_the_float32_quotient():
+    frames = torch.arange(256, dtype=torch.uint8).reshape(1, 1, 16, 16)
+    assert torch.equal(scaled_pixels(frames), frames.float() / 255.0)  # no autocast: float32, as ever
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for x in (frames, frames.float()):
+            scaled = scaled_pixels(x)
+            assert scaled.dtype == torch.bfloat16
+            assert torch.equal(scaled.view(torch.int16), (frames.float() / 255.0).bfloat16().view(torch.int16))
+        conv = torch.nn.Conv2d(1, 2, 3)  # what the first convolution then sees: the same values either way
+        assert torch.equal(conv(scaled_pixels(frames)), conv(frames.float() / 255.0))

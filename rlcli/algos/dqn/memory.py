@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcli.algos.dqn.networks import Trunk, q_trunk
+from rlcli.nets.models import scaled_pixels
 from rlcli.nets.recurrent import Memory
 
 
@@ -27,7 +28,7 @@ class RecurrentQNetwork(nn.Module):
         self.state_size = self.memory.state_size
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.trunk(obs / 255.0 if self.pixels else obs)
+        return self.trunk(scaled_pixels(obs) if self.pixels else obs)
 
     def step(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """([envs, actions] values, the next state) for one step of every env."""

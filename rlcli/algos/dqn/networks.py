@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcli.errors import UsageError
-from rlcli.nets.models import ACTIVATIONS
+from rlcli.nets.models import ACTIVATIONS, scaled_pixels
 
 Trunk = Literal["mlp", "cnn"]
 NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (channels, kernel, stride): Mnih et al. 2015
@@ -121,7 +121,7 @@ class QNetwork(nn.Module):
 
     def logits(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
         """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution."""
-        features = self.trunk(obs / 255.0 if self.pixels else obs)
+        features = self.trunk(scaled_pixels(obs) if self.pixels else obs)
         advantage = _head(self.advantage, features, noise)
         if self.atoms > 1:
             advantage = advantage.unflatten(-1, (self.n_actions, self.atoms))
