@@ -129,7 +129,20 @@ def tensor_bytes(tensors: dict[str, torch.Tensor], step: int | None = None,
     flat = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     metadata = {"format": FORMAT, **({"step": str(step)} if step is not None else {}),
                 **({"values": json.dumps(values)} if values is not None else {})}
-    return safetensors.torch.save(flat, metadata=metadata)
+    return _sorted_metadata(safetensors.torch.save(flat, metadata=metadata))
+
+
+def _sorted_metadata(data: bytes) -> bytes:
+    """``data`` with its header's metadata in key order. safetensors writes that map in an order that changes
+    from one process to the next, so two runs that saved the same tensors wrote different bytes, and a
+    checksum could not show them equal."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(text) > size:  # never here: the same keys and values, reordered
+        return data
+    return data[:8] + text.ljust(size) + data[8 + size:]
 
 
 def load_tensors(path: Path, step: int | None = None) -> dict[str, torch.Tensor]:

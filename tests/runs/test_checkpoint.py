@@ -3,6 +3,8 @@
 import errno
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,19 @@ def test_a_save_killed_between_its_renames_is_completed_when_the_run_is_opened(t
     checkpoint.finish_renames(folder)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == {
         "model.safetensors": b"new model.safetensors", "meta.json": b"new meta.json"}
+
+
+def test_the_same_tensors_saved_in_separate_processes_are_the_same_bytes(tmp_path):
+    # safetensors orders its metadata by a hash seeded per process: with three entries, four processes agree
+    # by chance once in 216 tries
+    script = ("import sys, hashlib, torch; from rlcli.runs.checkpoint import tensor_bytes; "
+              "data = tensor_bytes({'b': torch.arange(3.0), 'a': torch.ones(2, 2)}, 7, {'x': [1, 'é']}); "
+              "sys.stdout.write(hashlib.sha256(data).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+               for _ in range(4)}
+    assert len(digests) == 1
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(checkpoint.tensor_bytes({"b": torch.arange(3.0), "a": torch.ones(2, 2)}, 7, {"x": [1, "é"]}))
+    tensors, values = checkpoint.load_tensors_and_values(path, 7)
+    assert torch.equal(tensors["b"], torch.arange(3.0)) and torch.equal(tensors["a"], torch.ones(2, 2))
+    assert values == {"x": [1, "é"]}
