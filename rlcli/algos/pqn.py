@@ -198,7 +198,9 @@ class PQN(nn.Module):
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations normalised (where that is on) and counted: epsilon's clock."""
         self.env_steps += obs.shape[0]
-        return self.obs_norm(obs.float(), update=True) if self.obs_norm.enabled else obs.float()
+        if self.obs_norm.enabled:
+            return self.obs_norm(obs.float(), update=True)
+        return obs if self.q.pixels else obs.float()  # frames stay bytes: the Q network scales them
 
     def sample(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> PolicySample:
         """Epsilon-greedy actions for observed rows (and a recurrent network's next state); the values go on
