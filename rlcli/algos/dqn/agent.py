@@ -124,7 +124,7 @@ class DQN(nn.Module):
         """The loss between Q(s, a) and the TD targets (each row's weighted by its importance weight under
         prioritised replay); also the mean Q and each row's |TD error| (detached), or with atoms each row's
         cross-entropy to its projected target."""
-        obs, next_obs = self.obs_norm(batch.obs.float()), self.obs_norm(batch.next_obs.float())
+        obs, next_obs = self._replayed(batch.obs), self._replayed(batch.next_obs)
         actions = batch.actions.long().reshape(-1, 1)  # the buffer keeps actions as one float column
         noise = self.cfg.noisy
         if noise:
@@ -144,6 +144,11 @@ class DQN(nn.Module):
         else:
             loss = (batch.weights * loss_of(q, targets, reduction="none")).mean()
         return loss, q.mean().detach(), (q - targets).detach().abs()
+
+    def _replayed(self, obs: torch.Tensor) -> torch.Tensor:
+        """Replayed observations as the Q network takes them: frames as bytes (it scales them itself), vectors
+        as floats, normalised where that is on."""
+        return obs if self.q.pixels else self.obs_norm(obs.float())
 
     def distributional_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor,
                             actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
