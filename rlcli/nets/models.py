@@ -31,12 +31,12 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 
 
 def scaled_pixels(frames: torch.Tensor) -> torch.Tensor:
-    """uint8 frames (or their values as floats) scaled to [0, 1]; under autocast in its dtype, which holds 0-255
-    exactly and rounds x / 255 as autocast rounds the float32 quotient: the same bits without a float32 copy
-    of the frames (acting on 128 Atari frames in bf16 on 2 cores: 15 ms -> 7 ms)."""
+    """Frames scaled to [0, 1]: float32, or uint8 frames under autocast in its dtype, which holds 0-255 exactly
+    and rounds x / 255 as autocast rounds the float32 quotient: the same bits without a float32 copy of the
+    frames (acting on 128 Atari frames in bf16 on 2 cores: 15 ms -> 7 ms)."""
     device = frames.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
-    return frames.to(dtype) / 255.0
+    low = not frames.is_floating_point() and torch.is_autocast_enabled(device)
+    return frames.to(torch.get_autocast_dtype(device) if low else torch.float32) / 255.0
 
 
 def full_precision(layer: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:

@@ -138,10 +138,11 @@ def _sorted_metadata(data: bytes) -> bytes:
     checksum could not show them equal."""
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + size])
-    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(text) > size:  # never here: the same keys and values, reordered
+    if "__metadata__" not in header:
         return data
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    assert len(text) <= size, "the same header, reordered, outgrew its own length"
     return data[:8] + text.ljust(size) + data[8 + size:]
 
 

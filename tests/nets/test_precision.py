@@ -73,9 +73,10 @@ def test_frames_scaled_in_bf16_are_the_bits_autocast_gives_the_float32_quotient(
     frames = torch.arange(256, dtype=torch.uint8).reshape(1, 1, 16, 16)
     assert torch.equal(scaled_pixels(frames), frames.float() / 255.0)  # no autocast: float32, as ever
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        for x in (frames, frames.float()):
-            scaled = scaled_pixels(x)
-            assert scaled.dtype == torch.bfloat16
-            assert torch.equal(scaled.view(torch.int16), (frames.float() / 255.0).bfloat16().view(torch.int16))
+        scaled = scaled_pixels(frames)
+        assert scaled.dtype == torch.bfloat16
+        assert torch.equal(scaled.view(torch.int16), (frames.float() / 255.0).bfloat16().view(torch.int16))
         conv = torch.nn.Conv2d(1, 2, 3)  # what the first convolution then sees: the same values either way
         assert torch.equal(conv(scaled_pixels(frames)), conv(frames.float() / 255.0))
+        # frames given as floats (not necessarily whole numbers) keep the float32 quotient
+        assert scaled_pixels(frames.float() + 0.3).dtype == torch.float32

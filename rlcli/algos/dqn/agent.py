@@ -148,7 +148,9 @@ class DQN(nn.Module):
     def _replayed(self, obs: torch.Tensor) -> torch.Tensor:
         """Replayed observations as the Q network takes them: frames as bytes (it scales them itself), vectors
         as floats, normalised where that is on."""
-        return obs if self.q.pixels else self.obs_norm(obs.float())
+        if self.obs_norm.enabled or not self.q.pixels:
+            return self.obs_norm(obs.float())
+        return obs
 
     def distributional_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor,
                             actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
