@@ -1470,7 +1470,7 @@ def bench_pqn_pong(ctx: Context) -> Section:
     def runs(algo: str) -> str:
         missed = PONG_NOT_REACHED[algo]
         return (f"{len(PONG_STEPS_TO_18[algo])} seeds' mean of {to_18[algo]:,.0f} steps"
-                f"{f', {missed} short of 18 at its end' if missed else ''}")
+                f"{f', {missed} ended short of 18' if missed else ''}")
 
     section.rows += [
         Row(f"Pong-v5 time to 18: PQN ({PQN_PONG_PRESET}, {runs('pqn')}) against rlcli PPO (its Pong-v5 entry, "
