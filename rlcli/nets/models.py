@@ -438,7 +438,6 @@ class QEnsemble(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], activation: str, n: int = 2):
         super().__init__()
         self.n = n
-        # all members read the same input, so their first layers are one matmul with stacked columns
         self.first = EnsembleLinear(n, obs_dim + act_dim, hidden[0])
         self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(hidden[:-1], hidden[1:], strict=True))
         self.out = EnsembleLinear(n, hidden[-1], 1)
@@ -446,16 +445,13 @@ class QEnsemble(nn.Module):
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, members: int | None = None) -> torch.Tensor:
         """Q-values [members, B] of the first ``members`` networks (all: None); TD3's actor follows one."""
+        if members is not None and not 0 < members <= self.n:
+            raise ValueError(f"members must be in 1..{self.n}, got {members}")
         x = torch.cat([obs, actions], -1)
-        first, bias = self.first.weight, self.first.bias
-        if members is not None:
-            if not 0 < members <= self.n:
-                raise ValueError(f"members must be in 1..{self.n}, got {members}")
-            first, bias = first[:members], bias[:members]
-        n, width = first.shape[0], first.shape[-1]
-        h = torch.addmm(bias.transpose(0, 1).reshape(1, n * width), x,
-                        first.transpose(0, 1).reshape(x.shape[-1], n * width))
-        x = self.activation(h.view(-1, n, width).transpose(0, 1))
-        for layer in self.layers:
+        # every member reads the same rows, as a broadcast view, so that each layer's output is [members, B,
+        # width] in memory order; one matmul over stacked first-layer columns and a transpose made every later
+        # layer copy its input (the same bits, 1.51-1.70 against 1.34-1.42 ms forward and backward, twin Q 256 x 256)
+        x = x.expand(self.n if members is None else members, *x.shape)
+        for layer in (self.first, *self.layers):
             x = self.activation(layer(x, members))
         return full_precision(lambda last: self.out(last, members), x).squeeze(-1)
