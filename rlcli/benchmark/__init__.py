@@ -20,13 +20,14 @@ from rlcli.benchmark.plan import (
     default_workers,
     load_suites,
     plan_benchmark,
+    run_memory_gib,
 )
 from rlcli.benchmark.report import BOOTSTRAP_REPS, compare, write_report
 from rlcli.benchmark.results import RunResult, collect_results, load_results, write_results
 
 __all__ = ["BenchmarkInterrupted", "BenchmarkPlan", "Report", "RunRecord", "RunResult", "RunSpec", "RunStatus",
            "TrainOptions", "compare", "default_workers", "execute", "load_results", "load_suites",
-           "make_report", "plan_benchmark", "run_benchmark", "run_statuses"]
+           "make_report", "plan_benchmark", "run_benchmark", "run_memory_gib", "run_statuses"]
 
 
 class Report(NamedTuple):

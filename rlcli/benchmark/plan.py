@@ -34,6 +34,11 @@ class Suite(Frozen):
 
     description: str = ""
     envs: tuple[str, ...]
+    # False where no random and reference return are known for its tasks: a report gives their returns and
+    # curves and leaves them out of the normalised aggregate
+    normalized: bool = True
+    # memory one of its runs takes with its entries' env counts, for the default number of workers
+    run_memory_gib: Annotated[float, Field(gt=0)] = RUN_MEMORY_GIB
 
 
 class TrainOptions(Frozen):
@@ -193,12 +198,19 @@ def default_directory(algos: list[str], env_tokens: list[str], steps: int | None
     return DEFAULT_ROOT / name
 
 
-def default_workers(threads: int) -> int:
+def run_memory_gib(env_ids: list[str]) -> float:
+    """The memory the largest of these envs' runs takes: the most any suite holding one states, and
+    ``RUN_MEMORY_GIB`` for an env no suite holds."""
+    suites = load_suites().values()
+    return max((s.run_memory_gib for s in suites if not set(s.envs).isdisjoint(env_ids)), default=RUN_MEMORY_GIB)
+
+
+def default_workers(threads: int, run_memory: float = RUN_MEMORY_GIB) -> int:
     """Runs at once that this machine can hold: cores / threads per run, and at most one run per
-    ``RUN_MEMORY_GIB`` of memory; at least 1."""
+    ``run_memory`` GiB of memory; at least 1."""
 
     try:
         memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError, AttributeError):
-        memory_gib = RUN_MEMORY_GIB
-    return max(1, min(available_cores() // threads, int(memory_gib // RUN_MEMORY_GIB)))
+        memory_gib = run_memory
+    return max(1, min(available_cores() // threads, int(memory_gib // run_memory)))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rlcli.benchmark import RunSpec, TrainOptions, load_suites
+import rlcli.benchmark.plan as planning
+from rlcli.benchmark import RunSpec, TrainOptions, default_workers, load_suites, run_memory_gib
 from rlcli.benchmark.execute import result_settings, train_command
 from rlcli.benchmark.scores import normalization_for, published_for
 from rlcli.cli import app
@@ -446,6 +447,9 @@ def test_suites_and_reference_data_hold_together():
     for suite in suites.values():
         for env_id in suite.envs:
             norm = normalization_for(env_id)
+            if not suite.normalized:  # says so, and no env of it is normalised by halves
+                assert norm is None and "not normalised" in suite.description, env_id
+                continue
             assert norm is not None and norm.reference != norm.random, env_id
             assert norm.random_source and norm.reference_source
     assert normalization_for("ALE/Pong-v5") == normalization_for("Pong-v5")
@@ -458,6 +462,25 @@ def test_suites_and_reference_data_hold_together():
     for score in published_for("ppo", "Hopper-v5", 1_000_000):  # each number says where it is from and what it is
         assert score.return_kind in ("training", "eval-deterministic", "eval-stochastic")
         assert score.url.startswith("https://github.com/") and len(score.commit) == 40
+
+
+def test_the_playground_suite_plans_each_robot_and_sizes_the_workers_by_its_memory(tmp_path, monkeypatch):
+    """Its runs take up to 10 GiB each, so a 16-core machine with 32 GiB runs 3 of them at once, not the 16
+    runs of 2 GiB an env no suite sizes gets; each task is planned at its tuned budget."""
+    pytest.importorskip("envpool")
+    suite = load_suites()["playground"]
+    assert run_memory_gib(["CartPole-v1", suite.envs[0]]) == suite.run_memory_gib == 10.0
+    assert run_memory_gib(["CartPole-v1"]) == planning.RUN_MEMORY_GIB
+    monkeypatch.setattr(planning, "available_cores", lambda: 16)
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 32 * 2**30 // 4096}[name])
+    assert default_workers(1, run_memory_gib(list(suite.envs))) == 3
+    assert default_workers(1) == 16 and default_workers(4, 10.0) == 3 and default_workers(8, 10.0) == 2
+    monkeypatch.undo()
+    dry = runner.invoke(app, ["benchmark", "--envs", "playground", "--seeds", "1", "--out", str(tmp_path / "b"),
+                              "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    for env_id in suite.envs:
+        assert re.search(rf"{env_id} +seed 1 +10,000,000 steps +new", dry.output), env_id
 
 
 def test_report_from_a_results_file_shows_the_published_score_at_the_same_budget(tmp_path):
