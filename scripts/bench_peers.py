@@ -8,7 +8,7 @@ Run (from the repository root):
     pip install rl-games==1.6.5 && python scripts/bench_peers.py --only hopper-rlgames --repeats 3
 
 Options: ``--only cartpole,hopper-ppo,hopper-ppo-same,hopper-sac,cartpole-dqn,dqn-prioritized,pong-dqn,hopper-td3,pong,
-pqn-pong,masked,recurrent,multiagent`` picks sections
+pqn-pong,masked,recurrent,multiagent,go1`` picks sections
 (all of these by default; ``hopper-rlgames`` only when named), ``--quick`` cuts every budget to about one rollout
 (a smoke run; its figures mean nothing), ``--json PATH`` writes every raw result, ``--markdown PATH`` writes the
 tables that are printed. The sections, what each row measures and why, are described in scripts/README.md.
@@ -166,6 +166,11 @@ PONG_STEPS_TO_18: dict[str, tuple[int, ...]] = {"pqn": (1_253_376, 1_003_520, 2_
                                                 "ppo": (1_501_184, 2_500_608, 2_500_608)}
 PONG_NOT_REACHED = {"pqn": 1, "ppo": 2}  # each side's runs above that ended short of 18
 
+# MuJoCo Playground's Go1 velocity tracking as envpool's C++ task, against envpool itself: rlcli PPO with the task's
+# entry (64 envs, the playground group's three 512-256-128 networks) and envpool alone with random actions, each on one
+# torch thread and one envpool thread, the same 64 envs
+GO1_ID = "Go1JoystickFlatTerrain-v1"
+GO1_THREADS = 1
 
 # ---------------------------------------------------------------------------------------------------
 # Budgets
@@ -193,6 +198,7 @@ class Budgets:
     mpe_steps: int = 61_440  # agent steps: 20 rollouts of 8 envs x 128 steps x 3 agents
     env_seconds: float = 5.0  # random-action env throughput
     rlgames_steps: int = 1_000_000  # Hopper-v5 PPO against rl_games: the published MuJoCo budget
+    go1_steps: int = 153_600  # 100 of Go1's rollouts (64 envs x 24 steps) and their updates
 
     def quick(self) -> Budgets:
         """A smoke run of every code path, about a minute a section even on a busy 2-core machine: 1/20
@@ -207,7 +213,7 @@ class Budgets:
                        td3_learning_starts=300, td3_window=50, pong_dqn_learning_starts=300,
                        pong_dqn_window=100, pong_steps=256, pqn_pong_steps=512, masked_steps=1_000,
                        recurrent_steps=256, mpe_steps=3_072,
-                       env_seconds=0.25, rlgames_steps=4_096)
+                       env_seconds=0.25, rlgames_steps=4_096, go1_steps=1_536)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -269,15 +275,16 @@ class RlcliClock:
         return False
 
 
-def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> Any:
-    """The RunConfig that ``rlcli train`` builds for these options (tuned hyperparameters <- overrides),
-    without evaluations during training. torch_threads is left unset so rlcli picks its own."""
+def rlcli_config(algo: str, args: WorkerArgs, overrides: dict[str, Any], **run: Any) -> Any:
+    """The RunConfig that ``rlcli train`` builds for these options (tuned hyperparameters <- overrides, run-level
+    settings such as ``env_threads``), without evaluations during training. torch_threads is left unset unless
+    ``run`` sets it, so rlcli picks its own."""
     from rlcli.algos import resolve
 
     if args.precision != "fp32":
         overrides = {**overrides, "precision": args.precision}
     return resolve(algo, args.env, backend=args.backend, overrides=overrides, seed=args.seed, device="auto",
-                   eval_every=0)
+                   eval_every=0, **run)
 
 
 def peer_side(args: WorkerArgs) -> WorkerArgs:
@@ -338,12 +345,12 @@ def steady_rate(steps: int, seconds: float) -> float:
     return steps / seconds if steps > 0 and seconds > 0 else math.nan
 
 
-def rlcli_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo") -> dict[str, Any]:
+def rlcli_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo", **run: Any) -> dict[str, Any]:
     """Env steps/s from the start of the training loop (envs and agent built, like SB3's model before
     its clock starts) to the first callback at or past ``args.steps``; ``setup_sps`` counts from the call
     to train() instead, charging rlcli the construction that SB3's figure leaves out. ``algo``: an on-policy
-    learner of rollouts (ppo, or pqn)."""
-    cfg = rlcli_config(algo, args, overrides)
+    learner of rollouts (ppo, or pqn); ``run``: run-level settings (threads)."""
+    cfg = rlcli_config(algo, args, overrides, **run)
     clock, backend = rlcli_timed_train(cfg, [args.steps])
     step, end = clock.times[args.steps]
     seconds = clock.loop_seconds[args.steps]
@@ -751,11 +758,12 @@ def time_env(step: Callable[[Any], Any], batches: list[Any], n_envs: int, second
                 return {"steps": steps, "seconds": elapsed, "sps": steps / elapsed, "n_envs": n_envs}
 
 
-def worker_env_rlcli(args: WorkerArgs) -> dict[str, Any]:
-    """Random-action steps/s of rlcli's vector env (envpool where it has the task), no agent."""
+def worker_env_rlcli(args: WorkerArgs, threads: int | None = None) -> dict[str, Any]:
+    """Random-action steps/s of rlcli's vector env (envpool where it has the task, on ``threads`` worker threads;
+    None: envpool's default), no agent."""
     from rlcli.envs import make_vec_env
 
-    env = make_vec_env(args.env, args.n_envs, args.seed, args.backend)
+    env = make_vec_env(args.env, args.n_envs, args.seed, args.backend, threads=threads)
     env.reset()
     batches = random_action_batches(env.single_action_space, args.n_envs, args.seed)
     result = time_env(env.step, batches, args.n_envs, args.seconds)
@@ -947,6 +955,17 @@ def worker_rlgames_hopper(args: WorkerArgs) -> dict[str, Any]:
             "n_envs": settings["num_actors"], "torch_threads": torch.get_num_threads()}
 
 
+
+def worker_rlcli_go1(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli PPO on envpool's Go1 with its entry, one torch thread and one envpool thread: steps/s."""
+    return rlcli_throughput(args, {}, torch_threads=GO1_THREADS, env_threads=GO1_THREADS)
+
+
+def worker_env_go1(args: WorkerArgs) -> dict[str, Any]:
+    """envpool's Go1 alone with random actions, the same envs on one envpool thread: steps/s."""
+    return worker_env_rlcli(args, threads=GO1_THREADS)
+
+
 WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "rlgames-hopper": worker_rlgames_hopper,
     "sb3-cartpole": worker_sb3_cartpole,
@@ -975,6 +994,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "sb3-mpe": worker_sb3_mpe,
     "env-rlcli": worker_env_rlcli,
     "env-sb3": worker_env_sb3,
+    "rlcli-go1": worker_rlcli_go1,
+    "env-go1": worker_env_go1,
 }
 
 
@@ -1558,6 +1579,26 @@ def bench_hopper_rlgames(ctx: Context) -> Section:
     return section
 
 
+
+def bench_go1(ctx: Context) -> Section:
+    """PPO on envpool's Go1 (MuJoCo Playground's robot as a C++ task) as a share of envpool's own random-action
+    rate for the same 64 envs, both on one torch thread and one envpool thread, alternated seed by seed."""
+    section, budget = Section("go1"), ctx.budgets.go1_steps
+    n_envs = 64  # the Go1 entry's
+    for seed in ctx.seeds:
+        measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("rlcli-go1", seed, env=GO1_ID, steps=budget))
+        measure(ctx, section, "env", "envpool", seed, "sps", "steps/s",
+                lambda seed=seed: run_worker("env-go1", seed, env=GO1_ID, n_envs=n_envs,
+                                             seconds=ctx.budgets.env_seconds))
+    section.rows += [
+        Row(f"{GO1_ID} PPO (its entry, {n_envs} envs) against envpool alone with random actions, one torch and one "
+            f"envpool thread: env steps/s over {budget:,} steps", "steps/s", values(section, "train", "rlcli"),
+            values(section, "env", "envpool"), Goal(">=", 0.6), sb3_note="envpool 1.2.5 alone"),
+    ]
+    return section
+
+
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "cartpole": bench_cartpole,
     "hopper-ppo": bench_hopper_ppo,
@@ -1572,6 +1613,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "masked": bench_masked,
     "recurrent": bench_recurrent,
     "multiagent": bench_multiagent,
+    "go1": bench_go1,
     "hopper-rlgames": bench_hopper_rlgames,
 }
 OPTIONAL_SECTIONS = ("hopper-rlgames",)  # its peer is no dependency of the [peers] extra: run with --only

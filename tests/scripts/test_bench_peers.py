@@ -19,7 +19,7 @@ for module in ("stable_baselines3", "envpool", "mujoco", "ale_py", "supersuit", 
 
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ["cartpole", "hopper-ppo", "hopper-ppo-same", "hopper-sac", "cartpole-dqn", "dqn-prioritized", "pong-dqn",
-            "hopper-td3", "pong", "pqn-pong", "masked", "recurrent", "multiagent"]
+            "hopper-td3", "pong", "pqn-pong", "masked", "recurrent", "multiagent", "go1"]
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,12 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     # 8 copies of a 3-agent world: rlcli's 8 envs of 3 agent rows each, SuperSuit's 24 agent rows; agent steps
     assert (ours["n_envs"], theirs["n_envs"]) == (8, 24) and ours["steps"] == theirs["steps"]
     assert (ours["backend"], theirs["backend"]) == ("pettingzoo", "ConcatVecEnv")
+
+    # Go1 trained against envpool stepping the same 64 envs alone, both held to one thread
+    go1 = sections["go1"]
+    ours, alone = runs(go1, "train", "rlcli")[0]["result"], runs(go1, "env", "envpool")[0]["result"]
+    assert ours["n_envs"] == alone["n_envs"] == 64 and ours["backend"] == alone["backend"] == "envpool"
+    assert ours["torch_threads"] == ours["torch_threads_update"] == 1
 
     sac = sections["hopper-sac"]
     ours, theirs = runs(sac, "train", "rlcli")[0]["result"], runs(sac, "train", "SB3")[0]["result"]
