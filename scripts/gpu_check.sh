@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The GPU measurements of the compile switch, the CUDA path and the device-resident simulators, in one go (about
-# 15 minutes on one H100 or H200): each algorithm's update step eager against compiled (CUDA graphs), the CUDA
-# tests, Hopper-v5 PPO on the machine's CPU cores against the GPU, Hopper-v5 SAC eager against compiled, PPO on the
-# torch backend's CartPole with its envs on the GPU against the CPU, SAC on the torch backend's Pendulum with its
-# envs and replay on the GPU, and PPO on MuJoCo Playground's Go1 (MJX on the GPU, 8,192 envs) and MJLab's Go1
-# velocity task (MuJoCo Warp on the GPU, 4,096 envs) end to end. Run from the repository root with rlcli installed
-# (pip install "rlcli[playground]" and "rlcli[mjlab]" for the last two; a section whose package is missing says so).
-# ONLY picks sections (default: "update tests hopper-ppo hopper-sac torch-backend torch-sac playground mjlab";
-# "mjlab-learn", MJLab's Go1 to its reference reward, about 20 minutes, runs only when named); RESULTS (default
-# gpu_check_results) receives the JSON and logs. Every step has its own time limit and the script goes on after
-# a failure, printing what failed.
+# The GPU measurements of the compile switch, the CUDA path and the device-resident simulators, in one go (the
+# sections before playground about 10 minutes on one H100 or H200; the simulators' two, 400 s limits each, have
+# not been run on a GPU yet): each algorithm's update step eager against compiled (CUDA graphs),
+# the CUDA tests, Hopper-v5 PPO on the machine's CPU cores against the GPU, Hopper-v5 SAC eager against compiled,
+# PPO on the torch backend's CartPole with its envs on the GPU against the CPU, SAC on the torch backend's
+# Pendulum with its envs and replay on the GPU, and PPO end to end on MuJoCo Playground's Go1 (MJX on the GPU,
+# 8,192 envs) and on MJLab's Go1 velocity task (MuJoCo Warp on the GPU, 4,096 envs). Run from the repository root
+# with rlcli installed; the last two need pip install "rlcli[playground]" "jax[cuda12]" and "rlcli[mjlab]" (which
+# pins torch through torchvision: check that torch still sees the GPU), and a section whose package is missing
+# says so. Their closing evaluation runs on the CPU. ONLY picks sections (default: "update tests hopper-ppo
+# hopper-sac torch-backend torch-sac playground mjlab"; "mjlab-learn", 20 minutes of MJLab's Go1 printing its
+# training returns, runs only when named); RESULTS (default gpu_check_results) receives the JSON and logs. Every
+# step has its own time limit and the script goes on after a failure, printing what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-gpu_check_results}
@@ -85,14 +87,14 @@ fi
 
 if wanted playground; then
   section "Go1JoystickFlatTerrain PPO on MuJoCo Playground (MJX on the GPU), 8,192 envs x 24 steps, 5M steps"
-  if python3 -c "import mujoco_playground" 2>/dev/null; then
+  if python3 -c "import mujoco_playground, jax; jax.devices('$DEVICE')" 2>/dev/null; then
     log="$RESULTS/playground-go1.log"
     timeout 400 python3 -m rlcli train Go1JoystickFlatTerrain --backend playground --device "$DEVICE" \
       --steps 5000000 -p n_envs=8192 -p minibatch_size=49152 --eval-every 0 --eval-episodes 2 \
       --run-dir "$RESULTS/playground-go1" >"$log" 2>&1 \
       && echo "$(rate "$log") (JAX's compile included)" || { echo "FAILED"; tail -5 "$log"; }
   else
-    echo "SKIPPED: pip install 'rlcli[playground]'"
+    echo "SKIPPED: no MuJoCo Playground, or no JAX for $DEVICE: pip install 'rlcli[playground]' 'jax[cuda12]'"
   fi
 fi
 
@@ -109,13 +111,14 @@ if wanted mjlab; then
 fi
 
 if wanted mjlab-learn; then
-  section "Mjlab-Velocity-Flat-Unitree-Go1 PPO, the entry's 4,096 envs, 20 minutes: its evaluations"
+  section "Mjlab-Velocity-Flat-Unitree-Go1 PPO, the entry's 4,096 envs, 20 minutes: its training returns"
   if python3 -c "import mjlab" 2>/dev/null; then
     log="$RESULTS/mjlab-go1-learn.log"
+    # no evaluations: they would run on the CPU's Warp; a line every 30M steps gives the training episodes' return
     timeout 1200 python3 -m rlcli train Mjlab-Velocity-Flat-Unitree-Go1 --device "$DEVICE" --steps 300000000 \
-      --eval-every 10000000 --run-dir "$RESULTS/mjlab-go1-learn" >"$log" 2>&1
+      --eval-every 0 --run-dir "$RESULTS/mjlab-go1-learn" >"$log" 2>&1
     echo "exit $? (124: the 20 minutes ran out; SIGTERM saved a checkpoint)"
-    grep -o 'step *[0-9,]* .*eval *[-0-9.]*' "$log" | tail -30
+    grep '^step ' "$log" | tail -30
   else
     echo "SKIPPED: pip install 'rlcli[mjlab]'"
   fi

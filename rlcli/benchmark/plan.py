@@ -34,8 +34,8 @@ class Suite(Frozen):
 
     description: str = ""
     envs: tuple[str, ...]
-    # False where no random and reference return are known for its tasks: a report gives their returns and
-    # curves and leaves them out of the normalised aggregate
+    # False declares that its tasks have no row in normalization.csv (the suites test holds the two together), so
+    # that no one adds a made-up reference: a report leaves them out of the normalised aggregate
     normalized: bool = True
     # memory one of its runs takes with its entries' env counts, for the default number of workers
     run_memory_gib: Annotated[float, Field(gt=0)] = RUN_MEMORY_GIB
@@ -199,15 +199,16 @@ def default_directory(algos: list[str], env_tokens: list[str], steps: int | None
 
 
 def run_memory_gib(env_ids: list[str]) -> float:
-    """The memory the largest of these envs' runs takes: the most any suite holding one states, and
-    ``RUN_MEMORY_GIB`` for an env no suite holds."""
+    """The memory the largest of these envs' runs takes: for each env the most any suite holding it states,
+    ``RUN_MEMORY_GIB`` where no suite holds it."""
     suites = load_suites().values()
-    return max((s.run_memory_gib for s in suites if not set(s.envs).isdisjoint(env_ids)), default=RUN_MEMORY_GIB)
+    return max((max((s.run_memory_gib for s in suites if env_id in s.envs), default=RUN_MEMORY_GIB)
+                for env_id in env_ids), default=RUN_MEMORY_GIB)
 
 
 def default_workers(threads: int, run_memory: float = RUN_MEMORY_GIB) -> int:
     """Runs at once that this machine can hold: cores / threads per run, and at most one run per
-    ``run_memory`` GiB of memory; at least 1."""
+    ``run_memory`` GiB of memory; at least 1 (1 where the memory cannot be read)."""
 
     try:
         memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30

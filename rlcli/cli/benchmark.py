@@ -97,8 +97,8 @@ def benchmark(
     steps: Annotated[Optional[int], typer.Option(min=1, help="Budget of every run in env steps "
                                                  "\\[default: each env's tuned budget].", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option(
-        min=1, help="Runs at once \\[default: cores / threads, at most one per 2 GiB of memory or per "
-                  "what a run of the env's suite takes].",
+        min=1, help="Runs at once \\[default: cores / threads, at most one per 2 GiB of memory, or per the "
+                  "largest figure a suite of the envs states (playground: 10 GiB)].",
         show_default=False)] = None,
     threads: Annotated[int, typer.Option(min=1, help="Torch/OpenMP threads per run (per process of one).")] = 1,
     nproc: Annotated[int, typer.Option(
@@ -134,7 +134,9 @@ def benchmark(
     algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
-    n_workers = workers or default_workers(options.cpus, run_memory_gib([r.env_id for r in plan.runs]))
+    # each process of a run makes its own envs; runs a re-run keeps take no memory
+    to_run = [s.run.env_id for s in statuses if s.action != "done"] or [r.env_id for r in plan.runs]
+    n_workers = workers or default_workers(options.cpus, options.nproc * run_memory_gib(to_run))
     for line in progress.headline(plan, algo_names, statuses, n_workers, ray):
         _say(line)
     if dry_run:

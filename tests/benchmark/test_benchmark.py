@@ -447,8 +447,8 @@ def test_suites_and_reference_data_hold_together():
     for suite in suites.values():
         for env_id in suite.envs:
             norm = normalization_for(env_id)
-            if not suite.normalized:  # says so, and no env of it is normalised by halves
-                assert norm is None and "not normalised" in suite.description, env_id
+            if not suite.normalized:  # none of its envs is normalised by halves
+                assert norm is None, env_id
                 continue
             assert norm is not None and norm.reference != norm.random, env_id
             assert norm.random_source and norm.reference_source
@@ -464,22 +464,26 @@ def test_suites_and_reference_data_hold_together():
         assert score.url.startswith("https://github.com/") and len(score.commit) == 40
 
 
-def test_the_playground_suite_plans_each_robot_and_sizes_the_workers_by_its_memory(tmp_path, monkeypatch):
-    """Its runs take up to 10 GiB each, so a 16-core machine with 32 GiB runs 3 of them at once, not the 16
-    runs of 2 GiB an env no suite sizes gets; each task is planned at its tuned budget."""
-    pytest.importorskip("envpool")
+def test_default_workers_count_the_memory_a_suite_states_for_its_runs(monkeypatch):
+    """The playground suite's runs take up to 10 GiB each, so a 16-core machine with 32 GiB runs 3 of them at
+    once, not the 16 runs of 2 GiB an env no suite sizes gets."""
     suite = load_suites()["playground"]
     assert run_memory_gib(["CartPole-v1", suite.envs[0]]) == suite.run_memory_gib == 10.0
-    assert run_memory_gib(["CartPole-v1"]) == planning.RUN_MEMORY_GIB
+    assert run_memory_gib(["CartPole-v1"]) == run_memory_gib([]) == planning.RUN_MEMORY_GIB
     monkeypatch.setattr(planning, "available_cores", lambda: 16)
     monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 32 * 2**30 // 4096}[name])
     assert default_workers(1, run_memory_gib(list(suite.envs))) == 3
     assert default_workers(1) == 16 and default_workers(4, 10.0) == 3 and default_workers(8, 10.0) == 2
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert default_workers(1, 10.0) == 1  # the memory unknown
+
+
+def test_the_playground_suite_plans_each_task_at_its_tuned_budget(tmp_path):
+    pytest.importorskip("envpool")
     dry = runner.invoke(app, ["benchmark", "--envs", "playground", "--seeds", "1", "--out", str(tmp_path / "b"),
                               "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    for env_id in suite.envs:
+    for env_id in load_suites()["playground"].envs:
         assert re.search(rf"{env_id} +seed 1 +10,000,000 steps +new", dry.output), env_id
 
 
