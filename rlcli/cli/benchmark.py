@@ -134,9 +134,8 @@ def benchmark(
     algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
-    # each process of a run makes its own envs; runs a re-run keeps take no memory
-    to_run = [s.run.env_id for s in statuses if s.action != "done"] or [r.env_id for r in plan.runs]
-    n_workers = workers or default_workers(options.cpus, options.nproc * run_memory_gib(to_run))
+    left = [s.run.env_id for s in statuses if s.action != "done"] or [r.env_id for r in plan.runs]  # kept: no memory
+    n_workers = workers or default_workers(options.cpus, options.nproc * run_memory_gib(left))  # envs per process
     for line in progress.headline(plan, algo_names, statuses, n_workers, ray):
         _say(line)
     if dry_run:
