@@ -167,8 +167,8 @@ PONG_STEPS_TO_18: dict[str, tuple[int, ...]] = {"pqn": (1_253_376, 1_003_520, 2_
 PONG_NOT_REACHED = {"pqn": 1, "ppo": 2}  # each side's runs above that ended short of 18
 
 # MuJoCo Playground's Go1 velocity tracking as envpool's C++ task, against envpool itself: rlcli PPO with the task's
-# entry (64 envs, the playground group's 512-256-128 actor and critic) and envpool alone with random actions, each on one
-# torch thread and one envpool thread, the same 64 envs
+# entry (64 envs, the playground group's 512-256-128 actor and critic) and envpool alone with random actions, each
+# on one torch thread and one envpool thread, the same 64 envs
 GO1_ID = "Go1JoystickFlatTerrain-v1"
 GO1_THREADS = 1
 
