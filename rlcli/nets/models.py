@@ -189,8 +189,11 @@ class ActorCritic(nn.Module):
     def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
         if self.pixels:
             # channels-last frames: oneDNN's CPU convolutions run about 1.5x faster on them (Nature CNN
-            # forward and backward, 256 frames), and the compiler's layouts agree with them
-            return scaled_pixels(obs, torch.channels_last)
+            # forward and backward, 256 frames), and the compiler's layouts agree with them. One frame a row
+            # keeps NCHW's strides, which count as channels-last too and on which oneDNN runs its NCHW kernels:
+            # strides made channels-last in earnest would change its convolutions' bits
+            layout = torch.channels_last if obs.shape[1] > 1 else torch.contiguous_format
+            return scaled_pixels(obs, layout)
         return obs.flatten(1)
 
     def _features(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

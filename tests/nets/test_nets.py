@@ -65,6 +65,21 @@ def test_nature_cnn_takes_uint8_frames():
     assert net.critic_trunk is None
 
 
+@pytest.mark.parametrize("channels", [4, 1])
+def test_frames_reach_the_cnn_scaled_in_the_layout_two_passes_used_to_give(channels):
+    """Frames scaled to float32, then laid out channels-last (a single channel keeps NCHW's strides): the
+    same values and strides, so the same convolution outputs, to the bit."""
+    space = gym.spaces.Box(0, 255, (channels, 84, 84), np.uint8)
+    net = ActorCritic(space, gym.spaces.Discrete(6), NetworkConfig(trunk="cnn", hidden=(512,), shared=True))
+    frames = torch.randint(0, 256, (8, channels, 84, 84), dtype=torch.uint8)
+    two_passes = (frames.float() / 255.0).contiguous(memory_format=torch.channels_last)
+    prepared = net._prepare(frames)
+    assert torch.equal(prepared, two_passes)
+    assert prepared.stride() == two_passes.stride()
+    assert prepared.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(net.actor_trunk(prepared), net.actor_trunk(two_passes))
+
+
 @pytest.mark.parametrize("space", [gym.spaces.Discrete(4), gym.spaces.MultiDiscrete([3, 2, 5]),
                                    gym.spaces.Box(-2, 2, (3,), np.float32)])
 @pytest.mark.parametrize("deterministic", [True, False])
