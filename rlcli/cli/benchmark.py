@@ -134,8 +134,8 @@ def benchmark(
     algo_names = list(algos) if algos else [DEFAULT]
     plan = plan_benchmark(algo_names, envs or [], seeds if seeds else DEFAULT_SEEDS, options, steps, out)
     statuses = run_statuses(plan)
-    left = [s.run.env_id for s in statuses if s.action != "done"] or [r.env_id for r in plan.runs]  # kept: no memory
-    n_workers = workers or default_workers(options.cpus, options.nproc * run_memory_gib(left))  # envs per process
+    left = [s.run.env_id for s in statuses if s.action != "done"] or [r.env_id for r in plan.runs]  # done: no memory
+    n_workers = workers or default_workers(options.cpus, options.nproc * run_memory_gib(left))  # envs in each process
     for line in progress.headline(plan, algo_names, statuses, n_workers, ray):
         _say(line)
     if dry_run:
