@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -40,6 +41,7 @@ class CompiledStep:
     backward, so nothing it did before the failure counts twice."""
 
     def __init__(self, fn: Callable, dynamic: bool | None) -> None:
+        quiet_profiler_marks()
         self.fn, self.compiled = fn, torch.compile(fn, dynamic=dynamic)
         self.failed = False
         functools.update_wrapper(self, fn)
@@ -56,6 +58,18 @@ class CompiledStep:
             warnings.warn(f"{getattr(self.fn, '__name__', 'a step')} runs eagerly: torch.compile failed "
                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", stacklevel=2)
             return self.fn(*args, **kwargs)
+
+
+# what torch's compiler logs, as a warning, where a compiled step calls torch.optim's step or zero_grad: they mark
+# themselves for the profiler, and the compiled step leaves the marks out (the profiler sees the step as a whole)
+PROFILER_MARK = "Profiler record function %s will be ignored"
+
+
+@functools.cache
+def quiet_profiler_marks() -> None:
+    """Keeps ``PROFILER_MARK`` off the console: every compiled run (every run on a GPU) would print it once, a
+    warning about torch's own optimiser that says nothing about the run. Other compiler warnings still show."""
+    logging.getLogger("torch._dynamo.variables.ctx_manager").addFilter(lambda record: record.msg != PROFILER_MARK)
 
 
 def _compiler_error(e: BaseException) -> bool:

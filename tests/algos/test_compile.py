@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from rlcli.algos import resolve
-from rlcli.algos.compiling import CompiledStep, compile_enabled
+from rlcli.algos.compiling import PROFILER_MARK, CompiledStep, compile_enabled
 from rlcli.algos.learners import RolloutCollector
 from rlcli.algos.sac import SACConfig
 from rlcli.cli.app import app
@@ -49,6 +49,19 @@ def test_an_error_of_the_step_itself_is_not_taken_for_the_compilers():
     with pytest.raises(ValueError, match="shapes do not match"):
         step(torch.tensor(1.0))
     assert not step.failed
+
+
+def test_a_compiled_step_keeps_the_compilers_note_on_torchs_profiler_marks_off_the_console():
+    import logging
+
+    logger = logging.getLogger("torch._dynamo.variables.ctx_manager")
+
+    def record(msg: str) -> logging.LogRecord:
+        return logger.makeRecord(logger.name, logging.WARNING, __file__, 0, msg, (torch.autograd.profiler,), None)
+
+    CompiledStep(lambda x: x, dynamic=None)
+    assert not logger.filter(record(PROFILER_MARK))
+    assert logger.filter(record("Graph break from %s"))  # the compiler's other warnings still show
 
 
 def test_a_run_saved_with_the_yes_no_switch_still_loads():
