@@ -220,12 +220,14 @@ def rendered(env: VecEnv) -> RenderedEnv:
 
 def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: bool = True,
                     num_envs: int = 1, render_mode: str | None = None, best: bool = False,
-                    opponent: str | RunDir | None = None) -> Recording:
+                    opponent: str | RunDir | None = None,
+                    on_frame: Callable[[int], None] | None = None) -> Recording:
     """Plays ``episodes`` episodes of a saved run on the CPU, over ``num_envs`` envs seeded from
     ``seed``. ``render_mode`` "rgb_array" keeps a frame per env step (``render_off_screen`` first,
     where there is no display), "human" shows a window; either needs ``num_envs`` 1. ``best``: the best
     evaluated model rather than the last. A turn-based game's ``opponent``: random (None), scripted, or
-    another run of the game."""
+    another run of the game. ``on_frame`` is told how many frames are kept after each one ("rgb_array"): a
+    recording's progress, where a frame of a detailed scene takes a software renderer a third of a second."""
     if render_mode is not None and num_envs != 1:
         raise ValueError(f"rendering shows one env; num_envs is {num_envs}")
     env = make_env(run.cfg, num_envs, seed, render_mode=render_mode)
@@ -237,9 +239,15 @@ def record_episodes(run: RunDir, episodes: int, seed: int, *, deterministic: boo
                 raise UsageError(f"{run.cfg.env.id} is not a turn-based game: --opponent plays games only")
             env.opponents = FixedOpponents(game_opponent(env, opponent, seed + 1))
         screen = rendered(env) if render_mode is not None else None
-        on_frame = ((lambda: frames.append(screen.render()))
-                    if screen is not None and render_mode == "rgb_array" else None)
-        result = evaluate(agent, env, episodes, deterministic, on_frame=on_frame)
+
+        def keep_frame() -> None:
+            assert screen is not None
+            frames.append(screen.render())
+            if on_frame is not None:
+                on_frame(len(frames))
+
+        keeping = screen is not None and render_mode == "rgb_array"
+        result = evaluate(agent, env, episodes, deterministic, on_frame=keep_frame if keeping else None)
         fps = screen.render_fps if screen is not None else None
     finally:
         env.close()

@@ -1,4 +1,5 @@
-"""``rlcli play --video``: a path no video can be written to is one line and exit code 2, before any episode."""
+"""``rlcli play --video``: a path no video can be written to is one line and exit code 2, before any episode; the
+frames' count is reported as they are rendered."""
 
 import pytest
 from typer.testing import CliRunner
@@ -74,3 +75,32 @@ def test_play_checks_the_video_path_before_playing(tmp_path, monkeypatch, file_i
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     assert lines[0].startswith(f"error: --video {video}") and lines[0].endswith(expected)
+
+
+def test_a_recording_reports_each_frame_it_keeps():
+    from rlcli.runs.rundir import RunDir
+    from rlcli.share.names import resolve_run
+    from rlcli.training.evaluation import record_episodes, render_off_screen
+
+    render_off_screen()
+    counts: list[int] = []
+    played = record_episodes(RunDir.open(resolve_run("CartPole-v1")), 1, 0, render_mode="rgb_array",
+                             on_frame=counts.append)  # the zoo's CartPole agent
+    assert len(played.frames) == played.result.lengths[0]  # a frame a step
+    assert counts == list(range(1, len(played.frames) + 1))
+
+
+def test_the_frame_count_shows_on_a_terminal_only(monkeypatch):
+    from rich.console import Console
+
+    from rlcli.cli.play import frame_counter
+
+    with frame_counter(True) as counted:  # the test's stderr is no terminal
+        assert counted is None
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    with frame_counter(False) as counted:
+        assert counted is None
+    with frame_counter(True) as counted:
+        assert counted is not None
+        for frames in range(1, 4):
+            counted(frames)
