@@ -4,14 +4,13 @@ game against it in the terminal."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from rlcli.cli.app import app
+from rlcli.cli.frames import frame_counter
 from rlcli.cli.options import Best, Deterministic, Episodes, Run, Seed
 from rlcli.runs.rundir import RunDir
 from rlcli.share.names import resolve_run
@@ -59,24 +58,6 @@ def play(
         assert played.fps is not None  # rendered off-screen: it has a rate
         write_mp4(video, played.frames, played.fps)
         typer.echo(f"wrote {video} ({len(played.frames)} frames, {played.fps} fps)")
-
-
-@contextmanager
-def frame_counter(recording: bool) -> Iterator[Callable[[int], None] | None]:
-    """On a terminal, while a recording's frames are rendered: their count and the time taken (a software renderer
-    may take a third of a second a frame, minutes for an episode); the line goes when it is done. None where
-    nothing is recorded or stderr is no terminal."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    if not recording or not console.is_terminal:
-        yield None
-        return
-    with Progress(SpinnerColumn(), TextColumn("rendering: {task.completed:,.0f} frames"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
-        task = progress.add_task("rendering", total=None)
-        yield lambda frames: progress.update(task, completed=frames)
 
 
 def play_human(run: RunDir, seat: int, games: int, seed: int, deterministic: bool, best: bool) -> None:

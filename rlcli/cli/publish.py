@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from rlcli.cli.app import app
+from rlcli.cli.frames import frame_counter
 from rlcli.cli.options import Episodes, Run, Seed
 from rlcli.share.names import resolve_run
 
@@ -40,8 +41,9 @@ def publish(
     run_dir = resolve_run(run)
     if not dry_run:
         hub.check_login()
-    built = hub.build_folder(run_dir, repo_id, out or hub.default_folder(run_dir, repo_id), episodes=episodes,
-                             video=video, seed=seed)
+    with frame_counter(video) as counted:
+        built = hub.build_folder(run_dir, repo_id, out or hub.default_folder(run_dir, repo_id), episodes=episodes,
+                                 video=video, seed=seed, on_frame=counted)
     r = built.results
     typer.echo(f"{r['env_id']} ({r['algo']}, {r['steps_trained'] or 0:,} steps): {r['mean_return']:.2f} ± "
                f"{r['std_return']:.2f} over {r['episodes']} episodes")

@@ -20,7 +20,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -133,11 +133,12 @@ def game_results(run: RunDir, games: int, seed: int) -> dict[str, Any]:
     return out
 
 
-def record_replay(run_dir: Path, path: Path, seed: int) -> int:
-    """One deterministic episode rendered off-screen to an mp4; returns the number of frames."""
+def record_replay(run_dir: Path, path: Path, seed: int, on_frame: Callable[[int], None] | None = None) -> int:
+    """One deterministic episode rendered off-screen to an mp4; returns the number of frames. ``on_frame`` is
+    told the count after each (``record_episodes``)."""
 
     render_off_screen()
-    played = record_episodes(RunDir.open(run_dir), 1, seed, render_mode="rgb_array")
+    played = record_episodes(RunDir.open(run_dir), 1, seed, render_mode="rgb_array", on_frame=on_frame)
     assert played.fps is not None  # rendered: it has a rate
     write_mp4(path, played.frames, played.fps)
     return len(played.frames)
@@ -220,9 +221,10 @@ def retrain_command(run_dir: Path, hyperparams_path: str) -> str:
 
 
 def build_folder(run_dir: Path, repo_id: str, out: Path, *, episodes: int = 10, video: bool = True,
-                 seed: int = 12345) -> BuiltFolder:
-    """Evaluates the run over ``episodes`` episodes, records a replay (``video``), exports the ONNX
-    policy and writes the whole repo, model card included, into ``out`` (replacing an earlier build).
+                 seed: int = 12345, on_frame: Callable[[int], None] | None = None) -> BuiltFolder:
+    """Evaluates the run over ``episodes`` episodes, records a replay (``video``; ``on_frame`` is told each
+    frame's count), exports the ONNX policy and writes the whole repo, model card included, into ``out``
+    (replacing an earlier build).
 
     The folder is built beside ``out`` and renamed into place once complete, so a build that fails
     or is interrupted leaves ``out`` as it was; ``out`` that cannot be created is a UsageError."""
@@ -246,7 +248,7 @@ def build_folder(run_dir: Path, repo_id: str, out: Path, *, episodes: int = 10, 
         results = evaluate_run(run_dir, episodes, seed)
         checkpoint.write_json(staging / RESULTS, results)
         if video:
-            record_replay(run_dir, staging / REPLAY, seed)
+            record_replay(run_dir, staging / REPLAY, seed, on_frame)
         exported = export.export_policy(run_dir, "onnx", staging / ONNX)
         plot_learning_curve(run_dir, staging / CURVE)
         card = model_card(run_dir, repo_id, results, has_video=video, has_curve=(staging / CURVE).is_file(),

@@ -130,6 +130,12 @@ def test_published_replay_is_a_real_video(published, tmp_path):
     assert frames[0].std() > 0  # a picture, not a blank frame
 
 
+def test_the_replay_reports_each_frame_it_records(run_dir, tmp_path):
+    counts: list[int] = []
+    frames = hub.record_replay(run_dir, tmp_path / "replay.mp4", 12345, on_frame=counts.append)
+    assert frames > 0 and counts == list(range(1, frames + 1))  # what publish's frame count shows
+
+
 def _actions(run: Path, obs: np.ndarray) -> np.ndarray:
     from rlcli.training.agents import agent_from_run, make_env, resolve_device
 

@@ -93,7 +93,7 @@ def test_a_recording_reports_each_frame_it_keeps():
 def test_the_frame_count_shows_on_a_terminal_only(monkeypatch):
     from rich.console import Console
 
-    from rlcli.cli.play import frame_counter
+    from rlcli.cli.frames import frame_counter
 
     with frame_counter(True) as counted:  # the test's stderr is no terminal
         assert counted is None
