@@ -1,7 +1,7 @@
 """The optimiser every agent uses: torch's Adam, with its learning rate held as a tensor.
 
 Agents build theirs on first use (``functools.cached_property``): constructing a torch optimiser imports
-torch's compiler stack (``torch._dynamo``, about 1.5 s here), which a command that only acts (eval, play,
+torch's compiler stack (TorchDynamo, about 1.5 s here), which a command that only acts (eval, play,
 the zoo) never needs."""
 
 from __future__ import annotations
