@@ -1,6 +1,6 @@
 """DQN's pieces against hand-computed cases: the TD targets (plain and double), epsilon's schedule, the
-dueling head, epsilon-greedy acting, the C51 projection, distributional values and noisy layers; and short
-runs through every command and exact resumes."""
+dueling head, epsilon-greedy acting, the C51 projection, quantile regression's loss and targets, distributional
+values and noisy layers; and short runs through every command and exact resumes."""
 
 import json
 import math
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rlcli.algos.dqn import DQN, DQNConfig, NoisyLinear, QNetwork, categorical_targets, linear_epsilon, td_targets
+from rlcli.algos.dqn.targets import quantile_huber_loss, quantile_levels, quantile_targets
 from tests.algos.roundtrip import refused, train_evaluate_export
 
 
@@ -77,9 +78,10 @@ def test_the_target_network_is_copied_every_target_update_every_steps():
 
 RAINBOW_PARTS = ["-p", "atoms=11", "-p", "v_min=0", "-p", "v_max=50", "-p", "noisy=true", "-p", "dueling=true",
                  "-p", "n_step=3", "-p", "prioritized=true"]
+QR_PARTS = ["-p", "quantiles=8", "-p", "dueling=true", "-p", "n_step=3", "-p", "prioritized=true"]
 
 
-@pytest.mark.parametrize("settings", [[], RAINBOW_PARTS], ids=["dqn", "rainbow-parts"])
+@pytest.mark.parametrize("settings", [[], RAINBOW_PARTS, QR_PARTS], ids=["dqn", "rainbow-parts", "qr-parts"])
 def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions(tmp_path, settings):
     pytest.importorskip("onnxruntime")
     exported = train_evaluate_export(tmp_path, ["CartPole-v1", "--algo", "dqn", "--steps", "2000", "--backend",
@@ -89,8 +91,9 @@ def test_a_dqn_run_trains_evaluates_exports_and_is_refused_on_continuous_actions
 
 
 @pytest.mark.parametrize("replay", [{}, {"n_step": 3, "prioritized": True, "n_envs": 2},
-                                    {"atoms": 11, "v_min": 0.0, "v_max": 50.0, "noisy": True, "n_step": 2}],
-                         ids=["uniform", "n-step-prioritized", "distributional-noisy"])
+                                    {"atoms": 11, "v_min": 0.0, "v_max": 50.0, "noisy": True, "n_step": 2},
+                                    {"quantiles": 8, "prioritized": True, "double_q": False}],
+                         ids=["uniform", "n-step-prioritized", "distributional-noisy", "quantiles-prioritized"])
 def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path, monkeypatch, replay):
     from rlcli.algos import resolve
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv
@@ -130,9 +133,77 @@ def test_a_distributional_q_value_is_its_distributions_mean():
     torch.manual_seed(0)
     net = QNetwork((4,), 3, (8,), "relu", dueling=True, atoms=5, v_min=-2.0, v_max=2.0)
     obs = torch.randn(6, 4)
-    logits = net.logits(obs)
+    logits = net.heads(obs)
     assert logits.shape == (6, 3, 5)
     torch.testing.assert_close(net(obs), (logits.softmax(-1) * torch.linspace(-2, 2, 5)).sum(-1))
+
+
+def test_the_quantile_levels_are_the_midpoints_of_equal_slices_of_probability():
+    assert quantile_levels(4).tolist() == [0.125, 0.375, 0.625, 0.875]
+
+
+def test_the_quantile_huber_loss_weights_each_error_by_its_side_of_the_estimate():
+    # one estimate 0 at level 0.25 against targets 2 (above: weight 0.25, Huber 2 - 0.5) and -0.5 (below: weight
+    # 0.75, Huber 0.5 * 0.25); a second estimate 1 at 0.75: errors 1 (0.75 * 0.5) and -1.5 (0.25 * 1.0)
+    targets = torch.tensor([[2.0, -0.5]])
+    one = quantile_huber_loss(torch.tensor([[0.0]]), targets, torch.tensor([0.25]))
+    assert one.tolist() == pytest.approx([(0.25 * 1.5 + 0.75 * 0.125) / 2])
+    two = quantile_huber_loss(torch.tensor([[0.0, 1.0]]), targets, torch.tensor([0.25, 0.75]))
+    assert two.tolist() == pytest.approx([(0.25 * 1.5 + 0.75 * 0.125) / 2 + (0.75 * 0.5 + 0.25 * 1.0) / 2])
+
+
+@pytest.mark.parametrize("level", [0.1, 0.5, 0.9])
+def test_the_quantile_huber_loss_is_least_at_the_targets_quantile(level):
+    # targets spread evenly over [0, 100]: the quantile at level tau is 100 tau, and with errors mostly far
+    # beyond the Huber loss's kappa of 1 the loss's minimum lies within that kappa of it
+    targets = torch.linspace(0.0, 100.0, 1001).expand(2001, -1)
+    estimates = torch.linspace(0.0, 100.0, 2001).unsqueeze(-1)
+    losses = quantile_huber_loss(estimates, targets, torch.tensor([level]))
+    assert abs(float(estimates[losses.argmin(), 0]) - 100 * level) <= 1.0
+
+
+def test_the_quantile_huber_loss_equals_sb3_contribs():
+    from sb3_contrib.common.utils import quantile_huber_loss as sb3_loss
+
+    torch.manual_seed(0)
+    quantiles, targets = torch.randn(32, 10) * 3, torch.randn(32, 10) * 3
+    ours = quantile_huber_loss(quantiles, targets, quantile_levels(10)).mean()
+    torch.testing.assert_close(ours, sb3_loss(quantiles, targets, sum_over_quantiles=True))
+
+
+def test_quantile_targets_move_each_quantile_by_the_bellman_operator():
+    next_quantiles = torch.tensor([[1.0, 2.0, 4.0], [1.0, 2.0, 4.0]])
+    targets = quantile_targets(torch.tensor([0.5, 3.0]), torch.tensor([0.0, 1.0]), next_quantiles, torch.tensor(
+        [0.5, 0.9]))
+    torch.testing.assert_close(targets, torch.tensor([[1.0, 1.5, 2.5], [3.0, 3.0, 3.0]]))
+
+
+def test_a_quantile_q_value_is_its_quantiles_mean_and_the_loss_follows_the_chosen_next_action():
+    from rlcli.algos.buffers import ReplayBatch
+
+    torch.manual_seed(0)
+    net = QNetwork((4,), 3, (8,), "relu", dueling=True, quantiles=5)
+    obs = torch.randn(6, 4)
+    quantiles = net.heads(obs)
+    assert quantiles.shape == (6, 3, 5)
+    torch.testing.assert_close(net(obs), quantiles.mean(-1))
+    dqn = agent(quantiles=5, double_q=False, gamma=0.9)
+    batch = ReplayBatch(torch.randn(4, 3), torch.tensor([[0.0], [1.0], [2.0], [3.0]]), torch.ones(4),
+                        torch.randn(4, 3), torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    with torch.no_grad():
+        taken = dqn.q.heads(batch.obs)[torch.arange(4), batch.actions.long().squeeze(-1)]
+        next_quantiles = dqn.q_target.heads(batch.next_obs)
+        best = next_quantiles.mean(-1).argmax(-1)  # by the means, without double Q-learning
+        targets = 1.0 + 0.9 * torch.tensor([1.0, 1.0, 0.0, 1.0]).unsqueeze(-1) * next_quantiles[torch.arange(4), best]
+        loss, q_mean, per_row = dqn.td_loss(batch)
+    torch.testing.assert_close(per_row, quantile_huber_loss(taken, targets, quantile_levels(5)))
+    torch.testing.assert_close(loss, per_row.mean())
+    torch.testing.assert_close(q_mean, taken.mean())
+
+
+def test_atoms_and_quantiles_are_refused_together(tmp_path):
+    assert "set one of them to 1" in refused(tmp_path, ["CartPole-v1", "--algo", "dqn", "-p", "atoms=11", "-p",
+                                                        "quantiles=10"])
 
 
 def test_noisy_layers_draw_factorised_noise_of_the_stated_scale_and_evaluate_on_their_means():
@@ -266,3 +337,11 @@ def test_the_rainbow_preset_turns_every_component_on_over_the_atari_group():
         "cnn", True, True, 3, True, 51, True)
     assert (cfg.epsilon_start, cfg.epsilon_end, cfg.learning_rate, cfg.adam_eps) == (0.0, 0.0, 6.25e-5, 1.5e-4)
     assert cfg.frame_replay and cfg.buffer_size == 1_000_000 and cfg.steps == 2_500_000
+
+
+def test_the_qr_dqn_preset_sets_the_papers_values_over_the_atari_group():
+    from rlcli.algos import resolve
+
+    cfg = resolve("dqn", "Breakout-v5", config_file="qr-dqn").algo
+    assert (cfg.trunk, cfg.quantiles, cfg.atoms, cfg.double_q) == ("cnn", 200, 1, False)
+    assert (cfg.learning_rate, cfg.adam_eps, cfg.steps) == (5e-5, 3.125e-4, 2_500_000)

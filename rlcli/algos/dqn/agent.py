@@ -1,6 +1,6 @@
 """Deep Q-learning (Mnih et al. 2015) for Discrete actions, with the Rainbow components (Hessel et al. 2018) as
 settings: double Q-learning, dueling heads, n-step returns and prioritised replay (the off-policy learner's),
-distributional values (C51) and noisy layers.
+distributional values (C51, or quantile regression as QR-DQN) and noisy layers.
 
 It rides the off-policy learner SAC uses (replay, random actions before ``learning_starts``, ``utd_ratio``
 gradient steps per transition). Acting is epsilon-greedy, epsilon falling linearly from ``epsilon_start`` to
@@ -23,7 +23,15 @@ from rlcli.algos.buffers import ReplayBatch, bootstrap_discount
 from rlcli.algos.compiling import captured, compiled
 from rlcli.algos.dqn.config import DQNConfig
 from rlcli.algos.dqn.networks import ActionMask, GreedyPolicy, QNetwork, check_q_spaces, check_trunk
-from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
+from rlcli.algos.dqn.targets import (
+    categorical_targets,
+    linear_epsilon,
+    next_actions,
+    quantile_huber_loss,
+    quantile_levels,
+    quantile_targets,
+    td_targets,
+)
 from rlcli.algos.optim import adam
 from rlcli.algos.prioritized import PRIORITIES
 from rlcli.algos.sac import polyak_update
@@ -52,7 +60,8 @@ class DQN(nn.Module):
         self.n_actions = n_actions(action_space)
         check_trunk("DQN", cfg.trunk, tuple(obs_space.shape))
         self.q = QNetwork(tuple(obs_space.shape), self.n_actions, cfg.hidden, cfg.activation, cfg.dueling,
-                          cfg.atoms, cfg.v_min, cfg.v_max, cfg.noisy, cfg.noisy_std, trunk=cfg.trunk)
+                          cfg.atoms, cfg.v_min, cfg.v_max, cfg.noisy, cfg.noisy_std, trunk=cfg.trunk,
+                          quantiles=cfg.quantiles)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         # an action mask's columns of the observation: the network reads them as flags, and no value of a
         # masked action is acted on or bootstrapped from
@@ -123,7 +132,7 @@ class DQN(nn.Module):
     def td_loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loss between Q(s, a) and the TD targets (each row's weighted by its importance weight under
         prioritised replay); also the mean Q and each row's |TD error| (detached), or with atoms each row's
-        cross-entropy to its projected target."""
+        cross-entropy to its projected target, or with quantiles each row's quantile regression loss."""
         obs, next_obs = self._replayed(batch.obs), self._replayed(batch.next_obs)
         actions = batch.actions.long().reshape(-1, 1)  # the buffer keeps actions as one float column
         noise = self.cfg.noisy
@@ -132,6 +141,8 @@ class DQN(nn.Module):
             self.q_target.reset_noise()
         if self.cfg.atoms > 1:
             return self.distributional_loss(batch, obs, next_obs, actions)
+        if self.cfg.quantiles > 1:
+            return self.quantile_loss(batch, obs, next_obs, actions)
         with torch.no_grad():
             next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
             targets = td_targets(batch.rewards, batch.terminated, self.mask(self.q_target(next_obs, noise),
@@ -158,16 +169,36 @@ class DQN(nn.Module):
         next state's chosen action (double Q-learning's choice where it is on)."""
         noise, support = self.cfg.noisy, self.q.support
         with torch.no_grad():
-            next_probs = self.q_target.logits(next_obs, noise).softmax(-1)
+            next_probs = self.q_target.heads(next_obs, noise).softmax(-1)
             next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
             best = next_actions(self.mask((next_probs * support).sum(-1), batch.next_obs), next_online)
             targets = categorical_targets(batch.rewards, batch.terminated, of_actions(next_probs, best), support,
                                           bootstrap_discount(batch, self.cfg.gamma))
-        log_probs = of_actions(self.q.logits(obs, noise), actions).log_softmax(-1)
+        log_probs = of_actions(self.q.heads(obs, noise), actions).log_softmax(-1)
         per_row = -(targets * log_probs).sum(-1)
         loss = per_row.mean() if batch.weights is None else (batch.weights * per_row).mean()
         q_mean = (log_probs.detach().exp() * support).sum(-1).mean()
         return loss, q_mean, per_row.detach()
+
+    def quantile_loss(self, batch: ReplayBatch, obs: torch.Tensor, next_obs: torch.Tensor,
+                      actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """QR-DQN: the quantile Huber loss between the taken action's quantiles and the next state's chosen
+        action's (by their means, or double Q-learning's choice where it is on) moved by the Bellman operator."""
+        noise = self.cfg.noisy
+        with torch.no_grad():
+            next_quantiles = self.q_target.heads(next_obs, noise).float()
+            next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
+            best = next_actions(self.mask(next_quantiles.mean(-1), batch.next_obs), next_online)
+            targets = quantile_targets(batch.rewards, batch.terminated, of_actions(next_quantiles, best),
+                                       bootstrap_discount(batch, self.cfg.gamma))
+        quantiles = of_actions(self.q.heads(obs, noise), actions).float()
+        per_row = quantile_huber_loss(quantiles, targets, self._levels)
+        loss = per_row.mean() if batch.weights is None else (batch.weights * per_row).mean()
+        return loss, quantiles.detach().mean(), per_row.detach()
+
+    @cached_property
+    def _levels(self) -> torch.Tensor:
+        return quantile_levels(self.cfg.quantiles, self.device)
 
     def q_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Forward, loss, backward, clipping and Adam: what ``compile`` compiles."""

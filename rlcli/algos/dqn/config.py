@@ -55,6 +55,11 @@ class DQNConfig(ReplayConfig):
     """Distributional values (C51, Bellemare et al. 2017): each action's return as a distribution over this
     many atoms evenly spaced on [v_min, v_max], learnt by cross-entropy to the projected target (``loss``
     does not apply); 1: one value per action."""
+    quantiles: Annotated[int, Field(gt=0)] = 1
+    """Quantile regression (QR-DQN, Dabney et al. 2018): each action's return as this many quantiles, at the
+    levels (2i - 1) / 2N, learnt by the quantile Huber loss (kappa 1) to the next state's quantiles moved by
+    the Bellman operator (``loss`` does not apply); the action's value is their mean. 1: one value per action.
+    The other form of distributional values than ``atoms``: one of the two may be above 1."""
     v_min: float = -10.0
     """The smallest atom of a distributional value."""
     v_max: float = 10.0
@@ -68,6 +73,9 @@ class DQNConfig(ReplayConfig):
 
     @model_validator(mode="after")
     def _atoms_span(self) -> DQNConfig:
+        if self.atoms > 1 and self.quantiles > 1:
+            raise ValueError(f"atoms (C51) and quantiles (QR-DQN) are two forms of distributional values: set one of "
+                             f"them to 1 (got atoms={self.atoms}, quantiles={self.quantiles})")
         if self.atoms > 1 and not self.v_min < self.v_max:
             raise ValueError(f"v_min must be below v_max for distributional values (got {self.v_min}, {self.v_max})")
         check_raw_pixels(self.trunk, self.normalize_obs)

@@ -103,39 +103,46 @@ class QNetwork(nn.Module):
     """Observations -> one value per action: an MLP, then one linear head, or dueling value and advantage
     heads combined as V + A - mean(A). With ``atoms`` > 1 each action's head gives the logits of a return
     distribution on ``support`` (the dueling combination on the logits, as Rainbow does), and its value is
-    that distribution's mean. ``noisy``: the heads are ``NoisyLinear``; ``layer_norm``: each hidden layer is
-    normalised before its activation (PQN's network); ``trunk``: see ``q_trunk``."""
+    that distribution's mean; with ``quantiles`` > 1 it gives that many quantiles of the return (combined the
+    same way), and its value is their mean. ``noisy``: the heads are ``NoisyLinear``; ``layer_norm``: each
+    hidden layer is normalised before its activation (PQN's network); ``trunk``: see ``q_trunk``."""
 
     def __init__(self, obs_shape: tuple[int, ...], n_actions: int, hidden: tuple[int, ...], activation: str,
                  dueling: bool, atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
-                 noisy_std: float = 0.5, layer_norm: bool = False, trunk: Trunk = "mlp") -> None:
+                 noisy_std: float = 0.5, layer_norm: bool = False, trunk: Trunk = "mlp", quantiles: int = 1) -> None:
         super().__init__()
+        if atoms > 1 and quantiles > 1:
+            raise ValueError("a Q network's values are atoms (C51) or quantiles (QR-DQN), not both")
         self.trunk, width = q_trunk(obs_shape, trunk, hidden, activation, layer_norm)
         self.pixels = trunk == "cnn"
-        self.n_actions, self.atoms, self.dueling = n_actions, atoms, dueling
+        self.n_actions, self.atoms, self.quantiles, self.dueling = n_actions, atoms, quantiles, dueling
+        self.outputs = max(atoms, quantiles)  # per action
         layer = (lambda n_in, n_out: NoisyLinear(n_in, n_out, noisy_std)) if noisy else nn.Linear
-        self.advantage = layer(width, n_actions * atoms)
-        self.value = layer(width, atoms) if dueling else None
+        self.advantage = layer(width, n_actions * self.outputs)
+        self.value = layer(width, self.outputs) if dueling else None
         if atoms > 1:
             self.register_buffer("support", torch.linspace(v_min, v_max, atoms))
 
-    def logits(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
-        """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution."""
+    def heads(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
+        """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution, or [B,
+        actions, quantiles] its quantiles."""
         features = self.trunk(scaled_pixels(obs) if self.pixels else obs)
         advantage = _head(self.advantage, features, noise)
-        if self.atoms > 1:
-            advantage = advantage.unflatten(-1, (self.n_actions, self.atoms))
+        if self.outputs > 1:
+            advantage = advantage.unflatten(-1, (self.n_actions, self.outputs))
         if self.value is None:
             return advantage
         value = _head(self.value, features, noise)
-        if self.atoms > 1:
+        if self.outputs > 1:
             return value.unsqueeze(-2) + advantage - advantage.mean(-2, keepdim=True)
         return value + advantage - advantage.mean(-1, keepdim=True)
 
     def forward(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
-        """[B, actions]: each action's value (a distribution's mean where there are atoms)."""
-        out = self.logits(obs, noise)
-        return out if self.atoms == 1 else (out.softmax(-1) * self.support).sum(-1)
+        """[B, actions]: each action's value (a distribution's mean where there are atoms or quantiles)."""
+        out = self.heads(obs, noise)
+        if self.atoms > 1:
+            return (out.softmax(-1) * self.support).sum(-1)
+        return out.mean(-1) if self.quantiles > 1 else out
 
     def reset_noise(self) -> None:
         for module in (self.advantage, self.value):

@@ -1,5 +1,5 @@
-"""DQN's maths as pure functions: the exploration schedule, the TD target (plain or double) and the
-distributional (C51) target's projection onto the atoms."""
+"""DQN's maths as pure functions: the exploration schedule, the TD target (plain or double), the
+distributional (C51) target's projection onto the atoms, and quantile regression's (QR-DQN) targets and loss."""
 
 from __future__ import annotations
 
@@ -55,3 +55,28 @@ def categorical_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_pr
     out.scatter_add_(-1, lower, next_probs * (upper.to(position.dtype) - position + exact))
     out.scatter_add_(-1, upper, next_probs * (position - lower.to(position.dtype)))
     return out
+
+
+def quantile_levels(n: int, device: torch.device | None = None) -> torch.Tensor:
+    """[n]: the levels (2i - 1) / 2n, i = 1..n, whose quantiles QR-DQN's n outputs estimate (the midpoints of
+    n equal slices of probability; Dabney et al. 2018, lemma 2)."""
+    return (torch.arange(n, device=device, dtype=torch.float32) + 0.5) / n
+
+
+def quantile_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_quantiles: torch.Tensor,
+                     gamma: float | torch.Tensor) -> torch.Tensor:
+    """[B, n]: each quantile theta_j of the next action moved by the Bellman operator to r + gamma (1 -
+    terminated) theta_j (Dabney et al. 2018, algorithm 1); ``gamma`` may be each row's own."""
+    return rewards.unsqueeze(-1) + (gamma * (1.0 - terminated)).unsqueeze(-1) * next_quantiles
+
+
+def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """[B]: each row's quantile regression loss. For every pair of an estimate theta_i ([B, n], at level tau_i
+    of ``levels``) and a target sample T_j ([B, m]), the error u = T_j - theta_i costs the Huber loss of u
+    (kappa 1) weighted by |tau_i - 1{u < 0}|, so that each estimate settles at its quantile of the targets;
+    summed over i, averaged over j (Dabney et al. 2018, equation 10)."""
+    errors = targets.unsqueeze(-2) - quantiles.unsqueeze(-1)  # [B, n, m]
+    size = errors.abs()
+    huber = torch.where(size <= 1.0, 0.5 * errors.square(), size - 0.5)
+    weight = (levels.unsqueeze(-1) - (errors.detach() < 0).to(errors.dtype)).abs()
+    return (weight * huber).sum(-2).mean(-1)
