@@ -1,11 +1,14 @@
-"""Stable-Baselines3's SAC or TD3 trained with rlcli's settings for an env, written as an rlcli benchmark
-directory, so that ``rlcli benchmark report`` and ``rlcli benchmark compare`` read it like rlcli's own.
+"""Stable-Baselines3's SAC, TD3 or DQN (sb3-contrib's QR-DQN where rlcli's DQN has ``quantiles``) trained with
+rlcli's settings for an env, written as an rlcli benchmark directory, so that ``rlcli benchmark report`` and
+``rlcli benchmark compare`` read it like rlcli's own.
 
     python scripts/sb3_runs.py Hopper-v5 --seeds 0 1 2 --steps 300000 --eval-every 25000 \\
         --out benchmarks/sb3-sac-hopper-300k
     rlcli benchmark compare benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
     python scripts/sb3_runs.py --side-by-side benchmarks/sac-hopper-300k benchmarks/sb3-sac-hopper-300k
     python scripts/sb3_runs.py Hopper-v5 --algo td3 --seeds 1 --steps 300000 --out benchmarks/sb3-td3-hopper-300k
+    python scripts/sb3_runs.py CartPole-v1 --algo dqn -p quantiles=10 -p double_q=false --seeds 1 2 3 \
+        --eval-every 10000 --out benchmarks/sb3-qrdqn-cartpole
 
 Settings: ``rlcli.algos.resolve(ALGO, ENV, ...)`` (hyperparams/ALGO.yml, then ``-p`` overrides), translated
 by ``sb3_kwargs``, which refuses anything SB3 cannot express; so the two sides cannot drift apart.
@@ -15,7 +18,7 @@ correction, SB3's clamp and 1e-6; see tests/algos/test_sac_vs_sb3.py).
 Training: SB3's own loop on its ``make_vec_env`` (gymnasium, DummyVecEnv, env i seeded ``seed + i``), one
 torch thread (``--threads``). Evaluation: rlcli's own code and env, the one ``rlcli train`` evaluates on
 (``rlcli.training.evaluation.evaluate`` on ``min(PERIODIC_EVAL_ENVS, episodes)`` envs of the run's backend,
-envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh of the mean), every
+envpool for MuJoCo, seeded ``seed + 1_000_003``), the deterministic policy (tanh of the mean; DQN's greedy one), every
 ``--eval-every`` env steps after that step's gradient step, and at the end.
 
 Files: ``OUT/sb3_runs/ENV__ALGO__sSEED.json`` per finished seed (its row, every evaluation's returns, both
@@ -36,6 +39,7 @@ import argparse
 import contextlib
 import copy
 import json
+import math
 import platform
 import shutil
 import sys
@@ -48,7 +52,8 @@ import torch
 from torch import nn
 
 from rlcli.algos import resolve
-from rlcli.algos.offpolicy import ActorCriticReplayConfig
+from rlcli.algos.dqn import DQNConfig
+from rlcli.algos.offpolicy import ActorCriticReplayConfig, ReplayConfig
 from rlcli.algos.sac import SACConfig
 from rlcli.algos.td3 import TD3Config
 from rlcli.benchmark.report import _finished, _table, compare, mean_curve, plot_curves
@@ -66,7 +71,7 @@ EVAL_SEED_OFFSET = 1_000_003  # rlcli.training.train.set_up seeds its periodic e
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
-ALGOS = ("sac", "td3")
+ALGOS = ("sac", "td3", "dqn")
 
 
 def run_config(algo: str, env_id: str, seed: int, steps: int | None, eval_every: int, eval_episodes: int,
@@ -79,7 +84,7 @@ def run_config(algo: str, env_id: str, seed: int, steps: int | None, eval_every:
                    eval_episodes=eval_episodes, seed=seed, device="cpu", torch_threads=threads, env_threads=1)
 
 
-def gradient_schedule(cfg: ActorCriticReplayConfig) -> tuple[int, int]:
+def gradient_schedule(cfg: ReplayConfig) -> tuple[int, int]:
     """SB3's (train_freq in vector steps, gradient_steps) for rlcli's ``utd_ratio`` gradient steps per
     transition."""
     per_vector_step = cfg.utd_ratio * cfg.n_envs
@@ -91,7 +96,7 @@ def gradient_schedule(cfg: ActorCriticReplayConfig) -> tuple[int, int]:
                      "steps per vector step (nor one every whole number of steps); choose e.g. utd_ratio=1")
 
 
-def refuse(cfg: ActorCriticReplayConfig, refused: dict[str, tuple[bool, str]]) -> None:
+def refuse(cfg: ReplayConfig, refused: dict[str, tuple[bool, str]]) -> None:
     """A UsageError naming the first setting of ``refused`` that is set (name: (set, what SB3 needs))."""
     refused = {
         "normalize_obs": (cfg.normalize_obs, "SB3 would need VecNormalize, whose statistics differ: use false"),
@@ -154,19 +159,52 @@ def sb3_td3_kwargs(cfg: TD3Config) -> dict[str, Any]:
     return kwargs
 
 
-def sb3_kwargs(cfg: ActorCriticReplayConfig) -> dict[str, Any]:
-    """SB3's keyword arguments for rlcli's ``cfg`` of either algorithm."""
+def sb3_dqn_kwargs(cfg: DQNConfig) -> dict[str, Any]:
+    """Keyword arguments of ``stable_baselines3.DQN``, or with ``quantiles`` of ``sb3_contrib.QRDQN`` (its
+    ``n_quantiles``), equal to rlcli's ``cfg``; a UsageError naming the setting for what they cannot express.
+    rlcli counts ``target_update_every`` in gradient steps, SB3 its ``target_update_interval`` in env steps."""
+    refuse(cfg, {
+        "double_q": (cfg.double_q, "SB3's DQN and QR-DQN bootstrap from the target network's own choice: use false"),
+        "dueling": (cfg.dueling, "SB3 has no dueling heads: use false"),
+        "atoms": (cfg.atoms != 1, "SB3 has no C51: use 1"),
+        "noisy": (cfg.noisy, "SB3 has no noisy layers: use false"),
+        "loss": (cfg.loss != "huber" and cfg.quantiles == 1, "SB3's DQN takes the Huber loss: use huber"),
+        "trunk": (cfg.trunk != "mlp", "this script runs MLP Q networks: use mlp"),
+    })
+    train_freq, gradient_steps = gradient_schedule(cfg)
+    interval = cfg.target_update_every / cfg.utd_ratio
+    if interval != int(interval):
+        raise UsageError(f"target_update_every={cfg.target_update_every} gradient steps at utd_ratio={cfg.utd_ratio} "
+                         "is no whole number of SB3's env steps: choose a multiple of 1 / utd_ratio")
+    # QRDQN replaces optimizer_kwargs with the paper's eps of 0.01 / batch_size unless optimizer_class is given
+    policy_kwargs: dict[str, Any] = dict(net_arch=list(cfg.hidden), activation_fn=ACTIVATIONS[cfg.activation],
+                                         optimizer_class=torch.optim.Adam, optimizer_kwargs=dict(eps=cfg.adam_eps))
+    if cfg.quantiles > 1:
+        policy_kwargs["n_quantiles"] = cfg.quantiles
+    return dict(learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
+                batch_size=cfg.batch_size, tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=train_freq,
+                gradient_steps=gradient_steps, target_update_interval=int(interval),
+                exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
+                exploration_final_eps=cfg.epsilon_end,
+                max_grad_norm=math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm, policy_kwargs=policy_kwargs)
+
+
+def sb3_kwargs(cfg: ReplayConfig) -> dict[str, Any]:
+    """SB3's keyword arguments for rlcli's ``cfg`` of any of the algorithms."""
     if isinstance(cfg, SACConfig):
         return sb3_sac_kwargs(cfg)
     if isinstance(cfg, TD3Config):
         return sb3_td3_kwargs(cfg)
-    raise UsageError(f"this script runs SB3's {' and '.join(a.upper() for a in ALGOS)}, not {cfg.algo}")
+    if isinstance(cfg, DQNConfig):
+        return sb3_dqn_kwargs(cfg)
+    raise UsageError(f"this script runs SB3's {', '.join(a.upper() for a in ALGOS)}, not {cfg.algo}")
 
 
 def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | None) -> Any:
     """SB3's model for ``cfg``: new, or loaded from the save folder ``found``."""
     import numpy as np
-    from stable_baselines3 import SAC, TD3
+    from sb3_contrib import QRDQN
+    from stable_baselines3 import DQN, SAC, TD3
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.noise import NormalActionNoise
 
@@ -174,7 +212,8 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
     if "action_noise_std" in kwargs:
         size = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(size), np.full(size, kwargs.pop("action_noise_std")))
-    model_class: Any = {"sac": SAC, "td3": TD3}[cfg.algo.algo]
+    model_class: Any = {"sac": SAC, "td3": TD3, "dqn": QRDQN if "n_quantiles" in kwargs["policy_kwargs"] else DQN}[
+        cfg.algo.algo]
     if found is not None:
         extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
         model = model_class.load(found / "model.zip", env=env, device="cpu", **extra)
@@ -186,8 +225,9 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
 
 
 def described(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` as JSON values (the activation by name)."""
-    policy = dict(kwargs["policy_kwargs"], activation_fn=kwargs["policy_kwargs"]["activation_fn"].__name__)
+    """``kwargs`` as JSON values (the activation and optimiser classes by name)."""
+    policy = {key: value.__name__ if isinstance(value, type) else value
+              for key, value in kwargs["policy_kwargs"].items()}
     return dict(kwargs, policy_kwargs=policy)
 
 
@@ -332,7 +372,7 @@ def train_seed(cfg: RunConfig, log: Any, out: Path) -> dict[str, Any]:
     returns the seed's record (row, evaluations, settings)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    algo: ActorCriticReplayConfig = cfg.algo  # type: ignore[assignment]
+    algo: ReplayConfig = cfg.algo  # type: ignore[assignment]
     kwargs = sb3_kwargs(algo)
     torch.set_num_threads(cfg.torch_threads or 1)
     partial = partial_dir(out, cfg)

@@ -170,3 +170,32 @@ def test_sb3_td3_runs_with_rlcli_td3_settings_and_resumes_with_its_noise(tmp_pat
     assert sb3_runs.main(["Pendulum-v1", "--algo", "td3", "--seeds", "0", *TINY, "-p", "n_step=3",
                           "--out", str(tmp_path / "other")]) == 2
     assert "n_step=3 cannot be run on SB3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("quantiles", "model_class"), [(1, "DQN"), (10, "QRDQN")])
+def test_sb3_dqn_and_qr_dqn_run_with_rlcli_dqn_settings(tmp_path, capsys, quantiles, model_class):
+    sb3_runs, sb3 = script(), tmp_path / "sb3"
+    params = [f"quantiles={quantiles}", "double_q=false"]
+    cfg = sb3_runs.run_config("dqn", "CartPole-v1", 0, 400, 200, 2, "auto", params, 1)
+    from stable_baselines3.common.env_util import make_vec_env
+
+    model = sb3_runs.make_model(cfg, sb3_runs.sb3_kwargs(cfg.algo), make_vec_env("CartPole-v1", n_envs=1, seed=0),
+                                None)
+    # rlcli's CartPole-v1 DQN entry, as SB3 reads it: a gradient step every 2 env steps, the target copied every
+    # 128 of them (256 env steps)
+    assert type(model).__name__ == model_class
+    assert (model.learning_rate, model.batch_size, model.learning_starts, model.exploration_final_eps) == (
+        2.3e-3, 64, 1000, 0.04)
+    assert (model.train_freq.frequency, model.gradient_steps, model.target_update_interval) == (2, 1, 256)
+    assert model.policy.optimizer.defaults["eps"] == 1e-8 and model.max_grad_norm == 10.0
+    if quantiles > 1:
+        assert model.policy.n_quantiles == quantiles
+    assert sb3_runs.main(["CartPole-v1", "--algo", "dqn", "--seeds", "0", *TINY, "--out", str(sb3),
+                          *(arg for param in params for arg in ("-p", param))]) == 0
+    (row,) = load_results(sb3)
+    assert (row.algo, row.steps, [step for step, _ in row.curve]) == ("dqn", 400, [200, 400])
+    assert row.final_return > 0
+
+    assert sb3_runs.main(["CartPole-v1", "--algo", "dqn", "--seeds", "0", *TINY, "--out", str(tmp_path / "other"),
+                          "-p", f"quantiles={quantiles}"]) == 2
+    assert "double_q=True cannot be run on SB3" in capsys.readouterr().err
