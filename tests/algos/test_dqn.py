@@ -256,6 +256,29 @@ def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_o
     assert torch.equal(expected, expected_after)  # the first action's value, untouched by the masked ones' bias
 
 
+def test_quantile_targets_take_the_next_states_allowed_action_alone():
+    from rlcli.algos import resolve
+    from rlcli.algos.buffers import ReplayBatch
+    from rlcli.training.agents import build_agent, make_env, resolve_device
+
+    cfg = resolve("dqn", "MaskedChoice-v0", overrides={"n_envs": 16, "hidden": [16], "quantiles": 4})
+    env = make_env(cfg, 16, 0)
+    agent = build_agent(cfg, env, resolve_device("cpu"))
+    obs = torch.as_tensor(env.reset())
+    env.close()
+    # each row's next state allows its first action alone; the masked ones hold by far the largest quantiles
+    next_obs = torch.cat([obs[:, :8], torch.nn.functional.one_hot(torch.zeros(16, dtype=torch.long), 8).float()], 1)
+    with torch.no_grad():
+        agent.q_target.advantage.bias.data[4:] += 100.0  # actions 1-7's quantiles ([actions, quantiles] rows)
+        agent.q.advantage.bias.data[4:] += 100.0  # and the online network's, which double Q-learning asks
+        next_quantiles = agent.q_target.heads(agent.obs_norm(next_obs))[:, 0]
+        taken = agent.q.heads(agent.obs_norm(obs))[:, 0]
+    batch = ReplayBatch(obs, torch.zeros(16, 1), torch.ones(16), next_obs, torch.zeros(16))
+    _, _, per_row = agent.td_loss(batch)
+    expected = quantile_huber_loss(taken, 1.0 + cfg.algo.gamma * next_quantiles, quantile_levels(4))
+    torch.testing.assert_close(per_row, expected)
+
+
 def test_the_cnn_trunk_reads_frames_as_the_nature_network_does():
     frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
     net = QNetwork((4, 84, 84), 6, (512,), "relu", dueling=False, trunk="cnn", layer_norm=True)
