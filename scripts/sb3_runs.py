@@ -203,7 +203,6 @@ def sb3_kwargs(cfg: ReplayConfig) -> dict[str, Any]:
 def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | None) -> Any:
     """SB3's model for ``cfg``: new, or loaded from the save folder ``found``."""
     import numpy as np
-    from sb3_contrib import QRDQN
     from stable_baselines3 import DQN, SAC, TD3
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.noise import NormalActionNoise
@@ -212,8 +211,11 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
     if "action_noise_std" in kwargs:
         size = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(size), np.full(size, kwargs.pop("action_noise_std")))
-    model_class: Any = {"sac": SAC, "td3": TD3, "dqn": QRDQN if "n_quantiles" in kwargs["policy_kwargs"] else DQN}[
-        cfg.algo.algo]
+    model_class: Any = {"sac": SAC, "td3": TD3, "dqn": DQN}[cfg.algo.algo]
+    if "n_quantiles" in kwargs["policy_kwargs"]:
+        from sb3_contrib import QRDQN
+
+        model_class = QRDQN
     if found is not None:
         extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
         model = model_class.load(found / "model.zip", env=env, device="cpu", **extra)

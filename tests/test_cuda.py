@@ -150,7 +150,8 @@ def _graphed_and_eager(algo: str, env_id: str, overrides: dict):
 @pytest.mark.parametrize(("algo", "env_id", "overrides", "obs_dim", "actions"),
                          [("sac", "Pendulum-v1", {"policy_delay": 2}, 3, "box"),
                           ("td3", "Pendulum-v1", {"policy_delay": 2}, 3, "box"),
-                          ("dqn", "CartPole-v1", {"target_update_every": 2}, 4, "discrete")])
+                          ("dqn", "CartPole-v1", {"target_update_every": 2}, 4, "discrete"),
+                          ("dqn", "CartPole-v1", {"target_update_every": 2, "quantiles": 8}, 4, "discrete")])
 def test_a_graphed_off_policy_update_equals_the_eager_one(algo, env_id, overrides, obs_dim, actions):
     graphed, eager, step = _graphed_and_eager(algo, env_id, overrides)
     generator = torch.Generator().manual_seed(0)

@@ -30,9 +30,9 @@ def test_dqn_balances_cartpole_within_100k_steps(tmp_path):
 
 
 def test_qr_dqn_balances_cartpole_within_100k_steps(tmp_path):
-    # seed 1 on one thread, the DQN entry with 10 quantiles (rl-baselines3-zoo's qrdqn.yml for CartPole-v1 has
-    # the same values): 98.8 at 10k steps, 500 at 40k (run to the entry's 100k: 500 at 40k and 60-80k, 95.1 at
-    # the end)
+    # seed 1 on one thread, the DQN entry (double Q-learning on) with 10 quantiles, as rl-baselines3-zoo's
+    # qrdqn.yml for CartPole-v1 (which has no double Q): 98.8 at 10k steps, 500 at 40k (run to the entry's 100k:
+    # 500 at 40k and 60-80k, 95.1 at the end)
     cfg = resolve("dqn", "CartPole-v1", overrides={"quantiles": 10}, seed=1, eval_every=10_000, eval_episodes=10,
                   stop_at=475, torch_threads=1)
     state = train(cfg, tmp_path / "run")

@@ -178,7 +178,8 @@ def test_quantile_targets_move_each_quantile_by_the_bellman_operator():
     torch.testing.assert_close(targets, torch.tensor([[1.0, 1.5, 2.5], [3.0, 3.0, 3.0]]))
 
 
-def test_a_quantile_q_value_is_its_quantiles_mean_and_the_loss_follows_the_chosen_next_action():
+@pytest.mark.parametrize("double_q", [False, True])
+def test_a_quantile_q_value_is_its_quantiles_mean_and_the_loss_follows_the_chosen_next_action(double_q):
     from rlcli.algos.buffers import ReplayBatch
 
     torch.manual_seed(0)
@@ -187,14 +188,20 @@ def test_a_quantile_q_value_is_its_quantiles_mean_and_the_loss_follows_the_chose
     quantiles = net.heads(obs)
     assert quantiles.shape == (6, 3, 5)
     torch.testing.assert_close(net(obs), quantiles.mean(-1))
-    dqn = agent(quantiles=5, double_q=False, gamma=0.9)
-    batch = ReplayBatch(torch.randn(4, 3), torch.tensor([[0.0], [1.0], [2.0], [3.0]]), torch.ones(4),
-                        torch.randn(4, 3), torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    dqn = agent(quantiles=5, double_q=double_q, gamma=0.9)
+    rows = torch.arange(16)
+    batch = ReplayBatch(torch.randn(16, 3), (rows % 4).float().unsqueeze(-1), torch.ones(16), torch.randn(16, 3),
+                        (rows % 3 == 0).float())
     with torch.no_grad():
-        taken = dqn.q.heads(batch.obs)[torch.arange(4), batch.actions.long().squeeze(-1)]
+        for p in dqn.q_target.parameters():  # the target network differs from the online one
+            p.add_(torch.randn_like(p))
+        taken = dqn.q.heads(batch.obs)[rows, batch.actions.long().squeeze(-1)]
         next_quantiles = dqn.q_target.heads(batch.next_obs)
-        best = next_quantiles.mean(-1).argmax(-1)  # by the means, without double Q-learning
-        targets = 1.0 + 0.9 * torch.tensor([1.0, 1.0, 0.0, 1.0]).unsqueeze(-1) * next_quantiles[torch.arange(4), best]
+        # the next action by the target's means, or with double Q-learning by the online network's values
+        best = (dqn.q(batch.next_obs) if double_q else next_quantiles.mean(-1)).argmax(-1)
+        assert not torch.equal(best, dqn.q(batch.next_obs).argmax(-1) if not double_q else
+                               next_quantiles.mean(-1).argmax(-1))  # the two choices differ on some row
+        targets = 1.0 + 0.9 * (1.0 - batch.terminated).unsqueeze(-1) * next_quantiles[rows, best]
         loss, q_mean, per_row = dqn.td_loss(batch)
     torch.testing.assert_close(per_row, quantile_huber_loss(taken, targets, quantile_levels(5)))
     torch.testing.assert_close(loss, per_row.mean())
@@ -256,12 +263,14 @@ def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_o
     assert torch.equal(expected, expected_after)  # the first action's value, untouched by the masked ones' bias
 
 
-def test_quantile_targets_take_the_next_states_allowed_action_alone():
+@pytest.mark.parametrize("double_q", [False, True])
+def test_quantile_targets_take_the_next_states_allowed_action_alone(double_q):
     from rlcli.algos import resolve
     from rlcli.algos.buffers import ReplayBatch
     from rlcli.training.agents import build_agent, make_env, resolve_device
 
-    cfg = resolve("dqn", "MaskedChoice-v0", overrides={"n_envs": 16, "hidden": [16], "quantiles": 4})
+    cfg = resolve("dqn", "MaskedChoice-v0", overrides={"n_envs": 16, "hidden": [16], "quantiles": 4,
+                                                       "double_q": double_q})
     env = make_env(cfg, 16, 0)
     agent = build_agent(cfg, env, resolve_device("cpu"))
     obs = torch.as_tensor(env.reset())

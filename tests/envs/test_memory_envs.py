@@ -50,6 +50,6 @@ def test_config_names_a_shipped_preset_and_an_unknown_one_is_one_line():
     cfg = resolve("ppo", "Pong-v5", config_file=Path("atari-lstm"), eval_episodes=1)
     assert (cfg.algo.network.recurrent, cfg.algo.network.recurrent_size) == ("lstm", 128)
     assert cfg.env.kwargs["stack_num"] == 1 and cfg.algo.minibatch_size % cfg.algo.n_steps == 0
-    shipped = r"\(or a shipped preset: atari-lstm, ippo, mappo, pqn-atari-128, pqn-atari-lstm, rainbow\)"
+    shipped = r"\(or a shipped preset: atari-lstm, ippo, mappo, pqn-atari-128, pqn-atari-lstm, qr-dqn, rainbow\)"
     with pytest.raises(UsageError, match=r"^config file not found: atari-lstn " + shipped + "$"):
         resolve("ppo", "Pong-v5", config_file=Path("atari-lstn"), eval_episodes=1)

@@ -5,7 +5,16 @@
 from rlcli.algos.dqn.agent import DQN
 from rlcli.algos.dqn.config import SEARCH_SPACE, DQNConfig, thread_plan
 from rlcli.algos.dqn.networks import GreedyPolicy, NoisyLinear, QNetwork
-from rlcli.algos.dqn.targets import categorical_targets, linear_epsilon, next_actions, td_targets
+from rlcli.algos.dqn.targets import (
+    categorical_targets,
+    linear_epsilon,
+    next_actions,
+    quantile_huber_loss,
+    quantile_levels,
+    quantile_targets,
+    td_targets,
+)
 
 __all__ = ["DQN", "SEARCH_SPACE", "DQNConfig", "GreedyPolicy", "NoisyLinear", "QNetwork", "categorical_targets",
-           "linear_epsilon", "next_actions", "td_targets", "thread_plan"]
+           "linear_epsilon", "next_actions", "quantile_huber_loss", "quantile_levels", "quantile_targets", "td_targets",
+           "thread_plan"]

@@ -28,7 +28,6 @@ from rlcli.algos.dqn.targets import (
     linear_epsilon,
     next_actions,
     quantile_huber_loss,
-    quantile_levels,
     quantile_targets,
     td_targets,
 )
@@ -42,7 +41,7 @@ from rlcli.nets.normalization import ObsNormalizer
 
 
 def of_actions(distributions: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """[B, atoms]: each row's distribution ([B, actions, atoms]) of its action ([B, 1])."""
+    """[B, K]: each row's distribution ([B, actions, K]: atoms or quantiles) of its action ([B, 1])."""
     return distributions.gather(1, actions.unsqueeze(-1).expand(-1, 1, distributions.shape[-1])).squeeze(1)
 
 
@@ -192,13 +191,9 @@ class DQN(nn.Module):
             targets = quantile_targets(batch.rewards, batch.terminated, of_actions(next_quantiles, best),
                                        bootstrap_discount(batch, self.cfg.gamma))
         quantiles = of_actions(self.q.heads(obs, noise), actions).float()
-        per_row = quantile_huber_loss(quantiles, targets, self._levels)
+        per_row = quantile_huber_loss(quantiles, targets, self.q.levels)
         loss = per_row.mean() if batch.weights is None else (batch.weights * per_row).mean()
         return loss, quantiles.detach().mean(), per_row.detach()
-
-    @cached_property
-    def _levels(self) -> torch.Tensor:
-        return quantile_levels(self.cfg.quantiles, self.device)
 
     def q_step(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Forward, loss, backward, clipping and Adam: what ``compile`` compiles."""

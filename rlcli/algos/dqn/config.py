@@ -72,7 +72,7 @@ class DQNConfig(ReplayConfig):
     """The noise's initial scale, sigma_0 (each weight's sigma starts at sigma_0 / sqrt(inputs))."""
 
     @model_validator(mode="after")
-    def _atoms_span(self) -> DQNConfig:
+    def _distributional(self) -> DQNConfig:
         if self.atoms > 1 and self.quantiles > 1:
             raise ValueError(f"atoms (C51) and quantiles (QR-DQN) are two forms of distributional values: set one of "
                              f"them to 1 (got atoms={self.atoms}, quantiles={self.quantiles})")

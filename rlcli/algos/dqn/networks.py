@@ -1,6 +1,6 @@
 """DQN's networks: the Q network (an MLP or Nature CNN trunk, then one head or dueling value and advantage
-heads, each action's value a number or a distribution over atoms), its noisy linear layers, and the greedy
-policy that evaluation, play and export run."""
+heads, each action's value a number, a distribution over atoms or a set of quantiles), its noisy linear layers,
+and the greedy policy that evaluation, play and export run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcli.algos.dqn.targets import quantile_levels
 from rlcli.errors import UsageError
 from rlcli.nets.models import ACTIVATIONS, scaled_pixels
 
@@ -111,8 +112,7 @@ class QNetwork(nn.Module):
                  dueling: bool, atoms: int = 1, v_min: float = -10.0, v_max: float = 10.0, noisy: bool = False,
                  noisy_std: float = 0.5, layer_norm: bool = False, trunk: Trunk = "mlp", quantiles: int = 1) -> None:
         super().__init__()
-        if atoms > 1 and quantiles > 1:
-            raise ValueError("a Q network's values are atoms (C51) or quantiles (QR-DQN), not both")
+        assert atoms == 1 or quantiles == 1, "atoms (C51) or quantiles (QR-DQN), not both"
         self.trunk, width = q_trunk(obs_shape, trunk, hidden, activation, layer_norm)
         self.pixels = trunk == "cnn"
         self.n_actions, self.atoms, self.quantiles, self.dueling = n_actions, atoms, quantiles, dueling
@@ -122,6 +122,8 @@ class QNetwork(nn.Module):
         self.value = layer(width, self.outputs) if dueling else None
         if atoms > 1:
             self.register_buffer("support", torch.linspace(v_min, v_max, atoms))
+        if quantiles > 1:  # not saved: the count gives them again
+            self.register_buffer("levels", quantile_levels(quantiles), persistent=False)
 
     def heads(self, obs: torch.Tensor, noise: bool = False) -> torch.Tensor:
         """[B, actions] values, or [B, actions, atoms] logits of each action's return distribution, or [B,

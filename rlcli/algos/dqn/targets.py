@@ -76,7 +76,7 @@ def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, levels: 
     (kappa 1) weighted by |tau_i - 1{u < 0}|, so that each estimate settles at its quantile of the targets;
     summed over i, averaged over j (Dabney et al. 2018, equation 10)."""
     errors = targets.unsqueeze(-2) - quantiles.unsqueeze(-1)  # [B, n, m]
-    size = errors.abs()
-    huber = torch.where(size <= 1.0, 0.5 * errors.square(), size - 0.5)
+    abs_errors = errors.abs()
+    huber = torch.where(abs_errors <= 1.0, 0.5 * errors.square(), abs_errors - 0.5)
     weight = (levels.unsqueeze(-1) - (errors.detach() < 0).to(errors.dtype)).abs()
     return (weight * huber).sum(-2).mean(-1)
