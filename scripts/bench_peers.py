@@ -101,6 +101,9 @@ RLCLI_RLGAMES_HOPPER = ("learning_rate=0.0005", "network.shared=true", "network.
 # (SB3's DQN has no double Q-learning: rlcli's is turned off for this row); the timed window starts after
 # learning_starts
 CARTPOLE_DQN_SAME: dict[str, Any] = dict(double_q=False, compile="off")
+# QR-DQN on CartPole-v1 against sb3-contrib's QRDQN: rl-baselines3-zoo's qrdqn.yml entry is its dqn.yml one with
+# 10 quantiles
+CARTPOLE_QRDQN_SAME: dict[str, Any] = dict(CARTPOLE_DQN_SAME, quantiles=10)
 # DQN on Pong with the Nature CNN: rlcli's atari entry (the zoo's values) on both sides, the same way
 PONG_DQN_SAME: dict[str, Any] = dict(double_q=False, compile="off")
 
@@ -574,16 +577,23 @@ def worker_rlcli_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("dqn", args, CARTPOLE_DQN_SAME)
 
 
+def worker_rlcli_cartpole_qrdqn(args: WorkerArgs) -> dict[str, Any]:
+    """rlcli DQN with 10 quantiles over its CartPole-v1 entry, the same window."""
+    return rlcli_window("dqn", args, CARTPOLE_QRDQN_SAME)
+
+
 def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
     """The same with prioritised replay."""
     return rlcli_window("dqn", args, {**CARTPOLE_DQN_SAME, "prioritized": True})
 
 
 def sb3_dqn(cfg: Any, env: Any, seed: int, policy: str = "MlpPolicy") -> Any:
-    """SB3's DQN with an rlcli DQNConfig's values: one gradient step every 1 / utd_ratio env steps, the target
-    copied every target_update_every gradient steps (SB3 counts env steps), the same exploration schedule; a
-    CnnPolicy keeps SB3's Nature CNN, an MlpPolicy takes the entry's widths. Raises ValueError for settings the
-    mapping cannot express."""
+    """SB3's DQN (sb3-contrib's QRDQN where the config has quantiles) with an rlcli DQNConfig's values: one
+    gradient step every 1 / utd_ratio env steps, the target copied every target_update_every gradient steps (SB3
+    counts env steps), the same exploration schedule; a CnnPolicy keeps SB3's Nature CNN, an MlpPolicy takes the
+    entry's widths. Raises ValueError for settings the mapping cannot express."""
+    import torch
+    from sb3_contrib import QRDQN
     from stable_baselines3 import DQN
 
     every = round(1 / cfg.utd_ratio)
@@ -591,20 +601,30 @@ def sb3_dqn(cfg: Any, env: Any, seed: int, policy: str = "MlpPolicy") -> Any:
         raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
     net = {} if policy == "CnnPolicy" else {"policy_kwargs": dict(net_arch=list(cfg.hidden),
                                                                   activation_fn=sb3_activation(cfg.activation))}
-    return DQN(policy, env, seed=seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
+    model_class: Any = DQN
+    if cfg.quantiles > 1:  # QRDQN's Adam eps is 0.01 / batch_size unless an optimiser class comes with it
+        model_class = QRDQN
+        net.setdefault("policy_kwargs", {}).update(n_quantiles=cfg.quantiles, optimizer_class=torch.optim.Adam,
+                                                   optimizer_kwargs=dict(eps=cfg.adam_eps))
+    return model_class(policy, env, seed=seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
                learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every,
                gradient_steps=1, target_update_interval=cfg.target_update_every * every,
                exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
                exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm, **net)
 
 
-def worker_sb3_cartpole_dqn(args: WorkerArgs) -> dict[str, Any]:
+def worker_sb3_cartpole_dqn(args: WorkerArgs, values: dict[str, Any] = CARTPOLE_DQN_SAME) -> dict[str, Any]:
     """SB3 DQN with rlcli's CartPole-v1 entry (``sb3_dqn``) over the same budget (``window_budget``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    run = window_config("dqn", args, CARTPOLE_DQN_SAME)
+    run = window_config("dqn", args, values)
     model = sb3_dqn(run.algo, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed)
     return sb3_window(model, args, window_budget(run, args), 1)
+
+
+def worker_sb3_cartpole_qrdqn(args: WorkerArgs) -> dict[str, Any]:
+    """sb3-contrib QRDQN with the same values as rlcli's QR-DQN side."""
+    return worker_sb3_cartpole_dqn(args, CARTPOLE_QRDQN_SAME)
 
 
 def worker_rlcli_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
@@ -977,6 +997,8 @@ WORKERS: dict[str, Callable[[WorkerArgs], dict[str, Any]]] = {
     "rlcli-cartpole-dqn": worker_rlcli_cartpole_dqn,
     "rlcli-cartpole-dqn-per": worker_rlcli_cartpole_dqn_per,
     "sb3-cartpole-dqn": worker_sb3_cartpole_dqn,
+    "rlcli-cartpole-qrdqn": worker_rlcli_cartpole_qrdqn,
+    "sb3-cartpole-qrdqn": worker_sb3_cartpole_qrdqn,
     "rlcli-pong-dqn": worker_rlcli_pong_dqn,
     "sb3-pong-dqn": worker_sb3_pong_dqn,
     "rlcli-hopper-td3": worker_rlcli_hopper_td3,
@@ -1390,13 +1412,18 @@ def bench_hopper_sac(ctx: Context) -> Section:
 
 def bench_cartpole_dqn(ctx: Context) -> Section:
     """CartPole-v1 DQN with the same hyperparameters (rlcli's entry): env steps/s over the window after
-    learning starts."""
+    learning starts; and the same with 10 quantiles against sb3-contrib's QR-DQN."""
     section, budgets = Section("cartpole-dqn"), ctx.budgets
     start, window = budgets.dqn_learning_starts, budgets.dqn_window
-    dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn"), ("SB3", "sb3-cartpole-dqn")))
-    section.rows.append(
+    dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn"), ("SB3", "sb3-cartpole-dqn"),
+                              ("rlcli QR-DQN", "rlcli-cartpole-qrdqn"), ("sb3-contrib QR-DQN", "sb3-cartpole-qrdqn")))
+    section.rows += [
         Row(f"CartPole-v1 DQN, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 0.5)",
-            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)))
+            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)),
+        Row("CartPole-v1 QR-DQN (10 quantiles), the same window", "steps/s",
+            values(section, "train", "rlcli QR-DQN"), values(section, "train", "sb3-contrib QR-DQN"),
+            sb3_note="sb3-contrib QR-DQN"),
+    ]
     return section
 
 

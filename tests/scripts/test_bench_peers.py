@@ -116,10 +116,12 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     pong_dqn = sections["pong-dqn"]
     ours, theirs = runs(pong_dqn, "train", "rlcli")[0]["result"], runs(pong_dqn, "train", "SB3")[0]["result"]
     assert theirs["obs_shape"] == [4, 84, 84] and ours["backend"] == "envpool"
-    for name, uniform, per_step in (("cartpole-dqn", "SB3", 0.5), ("pong-dqn", "SB3", 0.25), ("hopper-td3", "SB3", 1.0),
-                                    ("dqn-prioritized", "uniform", 0.5)):
+    for name, side, uniform, per_step in (("cartpole-dqn", "rlcli", "SB3", 0.5), ("pong-dqn", "rlcli", "SB3", 0.25),
+                                          ("hopper-td3", "rlcli", "SB3", 1.0),
+                                          ("dqn-prioritized", "rlcli", "uniform", 0.5),
+                                          ("cartpole-dqn", "rlcli QR-DQN", "sb3-contrib QR-DQN", 0.5)):
         section = sections[name]
-        ours, theirs = runs(section, "train", "rlcli")[0]["result"], runs(section, "train", uniform)[0]["result"]
+        ours, theirs = runs(section, "train", side)[0]["result"], runs(section, "train", uniform)[0]["result"]
         assert ours["window"] == theirs["window"], name
         # the same gradient steps per env step on both sides: rlcli's per stored transition (none for an auto-reset
         # step), SB3's per env step, so rlcli's count can only be lower
@@ -127,7 +129,7 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
         assert 0 < ours["updates"] <= per_step * steps + 1 and 0 < theirs["updates"] <= per_step * steps + 1, name
         if name == "pong-dqn":  # one gradient step every 4 env steps: the window's edges may fall between two
             assert abs(ours["updates"] - theirs["updates"]) <= 1, name
-        elif uniform == "SB3":
+        elif uniform != "uniform":
             assert ours["updates"] <= theirs["updates"], name
 
 
