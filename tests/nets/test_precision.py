@@ -1,5 +1,5 @@
 """precision: bf16 runs the hidden layers of the training passes in bfloat16; outputs, losses, weights
-and evaluation stay float32."""
+and evaluation stay float32 (DQN's heads run in bfloat16 too; its losses are float32)."""
 
 import gymnasium as gym
 import numpy as np
@@ -67,6 +67,24 @@ def test_a_bf16_sac_update_gives_finite_float32_results():
     assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in stats.values())
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters(), strict=True))
     assert all(p.dtype == torch.float32 for p in agent.parameters())
+
+
+def test_a_bf16_dqn_update_stays_close_to_the_fp32_one_with_each_kind_of_value():
+    from rlcli.algos.dqn import DQN, DQNConfig
+
+    gen = torch.Generator().manual_seed(3)
+    batch = ReplayBatch(torch.randn(32, 6, generator=gen), torch.randint(0, 3, (32, 1), generator=gen).float(),
+                        torch.randn(32, generator=gen), torch.randn(32, 6, generator=gen), torch.zeros(32))
+    for values in ({}, {"atoms": 11}, {"quantiles": 8}):
+        losses = {}
+        for precision in ("fp32", "bf16"):
+            torch.manual_seed(0)
+            agent = DQN(DQNConfig(precision=precision, hidden=(32, 32), **values), OBS, gym.spaces.Discrete(3), 1, CPU)
+            stats = agent.update(batch)
+            assert all(v.dtype == torch.float32 and torch.isfinite(v).all() for v in stats.values()), values
+            assert all(p.dtype == torch.float32 for p in agent.parameters())
+            losses[precision] = stats["losses/td"].item()
+        assert abs(losses["bf16"] - losses["fp32"]) < 0.02 * max(1.0, abs(losses["fp32"])), values
 
 
 def test_frames_scaled_in_bf16_are_the_bits_autocast_gives_the_float32_quotient():

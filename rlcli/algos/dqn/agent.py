@@ -144,10 +144,11 @@ class DQN(nn.Module):
             return self.quantile_loss(batch, obs, next_obs, actions)
         with torch.no_grad():
             next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
-            targets = td_targets(batch.rewards, batch.terminated, self.mask(self.q_target(next_obs, noise),
+            # the heads run in bf16 under that precision; the targets, the loss and the priorities do not
+            targets = td_targets(batch.rewards, batch.terminated, self.mask(self.q_target(next_obs, noise).float(),
                                                                            batch.next_obs), next_online,
                                  bootstrap_discount(batch, self.cfg.gamma))
-        q = self.q(obs, noise).gather(-1, actions).squeeze(-1)
+        q = self.q(obs, noise).gather(-1, actions).squeeze(-1).float()
         loss_of = F.smooth_l1_loss if self.cfg.loss == "huber" else F.mse_loss
         if batch.weights is None:
             loss = loss_of(q, targets)
@@ -168,12 +169,12 @@ class DQN(nn.Module):
         next state's chosen action (double Q-learning's choice where it is on)."""
         noise, support = self.cfg.noisy, self.q.support
         with torch.no_grad():
-            next_probs = self.q_target.heads(next_obs, noise).softmax(-1)
+            next_probs = self.q_target.heads(next_obs, noise).float().softmax(-1)
             next_online = self.mask(self.q(next_obs, noise), batch.next_obs) if self.cfg.double_q else None
             best = next_actions(self.mask((next_probs * support).sum(-1), batch.next_obs), next_online)
             targets = categorical_targets(batch.rewards, batch.terminated, of_actions(next_probs, best), support,
                                           bootstrap_discount(batch, self.cfg.gamma))
-        log_probs = of_actions(self.q.heads(obs, noise), actions).log_softmax(-1)
+        log_probs = of_actions(self.q.heads(obs, noise), actions).float().log_softmax(-1)
         per_row = -(targets * log_probs).sum(-1)
         loss = per_row.mean() if batch.weights is None else (batch.weights * per_row).mean()
         q_mean = (log_probs.detach().exp() * support).sum(-1).mean()
