@@ -5,6 +5,9 @@ changes the order of a product's sums), and two threads on two cores that anothe
 each other (beside two other training runs, the recurrent test took 424 s and the CartPole one 159 s on
 every core; alone, on one thread, 22 and 5 s)."""
 
+import os
+
+import pytest
 
 from rlcli.algos import resolve
 from rlcli.training.train import train
@@ -29,11 +32,14 @@ def test_dqn_balances_cartpole_within_100k_steps(tmp_path):
     assert state.best_eval is not None and state.best_eval >= 475, state.best_eval
 
 
+@pytest.mark.skipif(not os.environ.get("RLCLI_LONG_TESTS"), reason="a minute of CI's budget, which it no longer has "
+                    "room for; QR-DQN's gradient step equals sb3-contrib's (test_qrdqn_vs_sb3.py); RLCLI_LONG_TESTS=1 "
+                    "runs it")
 def test_qr_dqn_balances_cartpole_within_100k_steps(tmp_path):
     # seed 1 on one thread, the DQN entry (double Q-learning on) with 10 quantiles, as rl-baselines3-zoo's
-    # qrdqn.yml for CartPole-v1 (which has no double Q): 98.8 at 10k steps, 500 at 40k (run to the entry's 100k:
-    # 500 at 40k and 60-80k, 95.1 at the end)
-    cfg = resolve("dqn", "CartPole-v1", overrides={"quantiles": 10}, seed=1, eval_every=10_000, eval_episodes=10,
+    # qrdqn.yml for CartPole-v1 (which has no double Q): 500 at 35k steps (every 10k to the entry's 100k: 98.8
+    # at 10k, 500 at 40k and 60-80k, 95.1 at the end)
+    cfg = resolve("dqn", "CartPole-v1", overrides={"quantiles": 10}, seed=1, eval_every=5_000, eval_episodes=10,
                   stop_at=475, torch_threads=1)
     state = train(cfg, tmp_path / "run")
     assert state.step <= 100_000
