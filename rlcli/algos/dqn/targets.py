@@ -57,10 +57,10 @@ def categorical_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_pr
     return out
 
 
-def quantile_levels(n: int, device: torch.device | None = None) -> torch.Tensor:
+def quantile_levels(n: int) -> torch.Tensor:
     """[n]: the levels (2i - 1) / 2n, i = 1..n, whose quantiles QR-DQN's n outputs estimate (the midpoints of
     n equal slices of probability; Dabney et al. 2018, lemma 2)."""
-    return (torch.arange(n, device=device, dtype=torch.float32) + 0.5) / n
+    return (torch.arange(n, dtype=torch.float32) + 0.5) / n
 
 
 def quantile_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_quantiles: torch.Tensor,
