@@ -21,11 +21,11 @@ TESTS = Path(__file__).resolve().parent
 # ``long`` (``pytest -m "not long"`` leaves them out) and handed out first, the longest first. The learning tests
 # that would not fit CI's budget at all (connect four, 8 minutes) are skipped unless RLCLI_LONG_TESTS is set.
 LONG = {
-    "training/selfplay/test_games_learning.py": 330,  # tic-tac-toe self-play against random and minimax
-    "scripts/test_bench_peers.py": 170,  # every bench_peers section in its smoke mode
-    "benchmark/test_benchmark.py": 150,  # grids of runs, their report, Ctrl-C and resume
-    "test_learning.py": 280,  # CartPole (PPO, DQN, PQN), Pendulum (SAC, TD3), CartPoleNoVel to their scores
-    "algos/test_distributed.py": 70,  # two processes: one update, learning, Ctrl-C, a lost process
+    "training/selfplay/test_games_learning.py": 190,  # tic-tac-toe self-play against random and minimax
+    "scripts/test_bench_peers.py": 210,  # every bench_peers section in its smoke mode
+    "benchmark/test_benchmark.py": 100,  # grids of runs, their report, Ctrl-C and resume
+    "test_learning.py": 220,  # CartPole (PPO, DQN, PQN), Pendulum (SAC, TD3), CartPoleNoVel to their scores
+    "algos/test_distributed.py": 110,  # two processes: one update, learning, Ctrl-C, a lost process
 }
 
 
