@@ -587,38 +587,20 @@ def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("dqn", args, {**CARTPOLE_DQN_SAME, "prioritized": True})
 
 
-def sb3_dqn(cfg: Any, env: Any, seed: int, policy: str = "MlpPolicy") -> Any:
-    """SB3's DQN (sb3-contrib's QRDQN where the config has quantiles) with an rlcli DQNConfig's values: one
-    gradient step every 1 / utd_ratio env steps, the target copied every target_update_every gradient steps (SB3
-    counts env steps), the same exploration schedule; a CnnPolicy keeps SB3's Nature CNN, an MlpPolicy takes the
-    entry's widths. Raises ValueError for settings the mapping cannot express."""
-    import torch
-    from sb3_contrib import QRDQN
-    from stable_baselines3 import DQN
+def sb3_replay_model(run: Any, env: Any) -> Any:
+    """SB3's SAC, TD3 or DQN (sb3-contrib's QRDQN where the config has quantiles) with the values of rlcli's
+    RunConfig ``run``, mapped by scripts/sb3_runs.py, which refuses what SB3 cannot express."""
+    from sb3_runs import make_model, sb3_kwargs
 
-    every = round(1 / cfg.utd_ratio)
-    if cfg.n_envs != 1 or every * cfg.utd_ratio != 1 or cfg.target_update_rate != 1.0:
-        raise ValueError("this row maps one env, a whole number of env steps per gradient step and target copies")
-    net = {} if policy == "CnnPolicy" else {"policy_kwargs": dict(net_arch=list(cfg.hidden),
-                                                                  activation_fn=sb3_activation(cfg.activation))}
-    model_class: Any = DQN
-    if cfg.quantiles > 1:  # QRDQN's Adam eps is 0.01 / batch_size unless an optimiser class comes with it
-        model_class = QRDQN
-        net.setdefault("policy_kwargs", {}).update(n_quantiles=cfg.quantiles, optimizer_class=torch.optim.Adam,
-                                                   optimizer_kwargs=dict(eps=cfg.adam_eps))
-    return model_class(policy, env, seed=seed, learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size,
-               learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, gamma=cfg.gamma, train_freq=every,
-               gradient_steps=1, target_update_interval=cfg.target_update_every * every,
-               exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
-               exploration_final_eps=cfg.epsilon_end, max_grad_norm=cfg.max_grad_norm, **net)
+    return make_model(run, sb3_kwargs(run.algo), env, device="auto")
 
 
 def worker_sb3_cartpole_dqn(args: WorkerArgs, values: dict[str, Any] = CARTPOLE_DQN_SAME) -> dict[str, Any]:
-    """SB3 DQN with rlcli's CartPole-v1 entry (``sb3_dqn``) over the same budget (``window_budget``)."""
+    """SB3 DQN with rlcli's CartPole-v1 entry (``sb3_replay_model``) over the same budget (``window_budget``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
     run = window_config("dqn", args, values)
-    model = sb3_dqn(run.algo, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed)
+    model = sb3_replay_model(run, make_vec_env(args.env, n_envs=1, seed=args.seed))
     return sb3_window(model, args, window_budget(run, args), 1)
 
 
@@ -644,7 +626,7 @@ def worker_sb3_pong_dqn(args: WorkerArgs) -> dict[str, Any]:
     gym.register_envs(ale_py)
     run = window_config("dqn", peer_side(replace(args, env=RLCLI_PONG_ID)), PONG_DQN_SAME)
     env = VecFrameStack(make_atari_env(SB3_PONG_ID, n_envs=1, seed=args.seed), n_stack=4)
-    model = sb3_dqn(run.algo, env, args.seed, "CnnPolicy")
+    model = sb3_replay_model(run, env)
     return {**sb3_window(model, args, window_budget(run, args), 1), "obs_shape": list(model.observation_space.shape)}
 
 
@@ -653,51 +635,23 @@ def worker_rlcli_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("td3", args, HOPPER_TD3_SAME)
 
 
-def sb3_td3(cfg: Any, env: Any, seed: int) -> Any:
-    """SB3's TD3 with an rlcli TD3Config's values: Gaussian exploration noise of ``exploration_noise`` (for
-    actions that span [-1, 1]); raises ValueError where SB3 cannot express them (one learning rate)."""
-    import numpy as np
-    from stable_baselines3 import TD3
-    from stable_baselines3.common.noise import NormalActionNoise
-
-    if cfg.actor_lr != cfg.critic_lr:
-        raise ValueError("SB3's TD3 has one learning rate")
-    actions = env.action_space.shape[0]
-    return TD3("MlpPolicy", env, seed=seed, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
-               learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.target_update_rate,
-               gamma=cfg.gamma, train_freq=1, gradient_steps=int(cfg.utd_ratio), policy_delay=cfg.policy_delay,
-               action_noise=NormalActionNoise(np.zeros(actions), cfg.exploration_noise * np.ones(actions)),
-               target_policy_noise=cfg.target_noise, target_noise_clip=cfg.target_noise_clip,
-               policy_kwargs=dict(net_arch=list(cfg.actor_hidden), activation_fn=sb3_activation(cfg.activation)))
-
-
 def worker_sb3_hopper_td3(args: WorkerArgs) -> dict[str, Any]:
-    """SB3 TD3 with the same values (``sb3_td3``)."""
+    """SB3 TD3 with the same values (``sb3_replay_model``)."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    cfg = rlcli_config("td3", peer_side(args), {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts}).algo
-    return sb3_window(sb3_td3(cfg, make_vec_env(args.env, n_envs=1, seed=args.seed), args.seed), args, cfg.steps, 1)
+    run = rlcli_config("td3", peer_side(args), {**HOPPER_TD3_SAME, "learning_starts": args.learning_starts})
+    return sb3_window(sb3_replay_model(run, make_vec_env(args.env, n_envs=1, seed=args.seed)), args, run.algo.steps, 1)
 
 
 def worker_sb3_hopper_sac(args: WorkerArgs) -> dict[str, Any]:
     """SB3 SAC with the same hyperparameters: env steps/s between the steps ``learning_starts`` and
     ``learning_starts + steps`` (one gradient step per env step in between)."""
-    from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
 
     start, end = args.learning_starts, args.learning_starts + args.steps
-    cfg = rlcli_config("sac", peer_side(args), {**HOPPER_SAC_SAME, "learning_starts": start}).algo
-    if not cfg.actor_lr == cfg.critic_lr == cfg.alpha_lr or cfg.policy_delay != 1:
-        raise ValueError("SB3's SAC has one learning rate and updates the actor every gradient step")
-    model = SAC("MlpPolicy", make_vec_env(args.env, n_envs=cfg.n_envs, seed=args.seed), seed=args.seed,
-                learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
-                batch_size=cfg.batch_size, tau=cfg.target_update_rate, gamma=cfg.gamma, train_freq=1,
-                gradient_steps=int(cfg.utd_ratio), target_update_interval=cfg.target_update_every,
-                ent_coef=f"auto_{cfg.alpha}" if cfg.autotune_alpha else cfg.alpha,
-                target_entropy="auto" if cfg.target_entropy is None else cfg.target_entropy,
-                policy_kwargs=dict(net_arch=dict(pi=list(cfg.actor_hidden), qf=list(cfg.critic_hidden)),
-                                   activation_fn=sb3_activation(cfg.activation)))
-    return sb3_window(model, args, end, cfg.n_envs)
+    run = rlcli_config("sac", peer_side(args), {**HOPPER_SAC_SAME, "learning_starts": start})
+    model = sb3_replay_model(run, make_vec_env(args.env, n_envs=run.algo.n_envs, seed=args.seed))
+    return sb3_window(model, args, end, run.algo.n_envs)
 
 
 def pong_hyperparameters(args: WorkerArgs) -> dict[str, Any]:

@@ -46,9 +46,8 @@ CASES = {
     "ppo-hopper": ("ppo", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "ppo-pong": ("ppo", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
 }
-# the cases bench_peers compares with SB3 at the same values: those values, and SB3's model of them
-SB3_CASES = {"dqn-cartpole": (bench_peers.CARTPOLE_DQN_SAME, bench_peers.sb3_dqn),
-             "td3-hopper": (bench_peers.HOPPER_TD3_SAME, bench_peers.sb3_td3)}
+# the cases bench_peers compares with SB3 at the same values, and those values
+SB3_CASES = {"dqn-cartpole": bench_peers.CARTPOLE_DQN_SAME, "td3-hopper": bench_peers.HOPPER_TD3_SAME}
 
 
 class _Spaces:
@@ -121,10 +120,10 @@ def time_sb3_updates(case: str, updates: int, warmup: int) -> dict:
     from stable_baselines3.common.env_util import make_vec_env
 
     algo, env_id = CASES[case][:2]
-    values, model_of = SB3_CASES[case]
-    cfg = resolve(algo, env_id, overrides=values, device="cpu").algo
+    run = resolve(algo, env_id, overrides=SB3_CASES[case], device="cpu", seed=0)
+    cfg = run.algo
     torch.manual_seed(0)
-    model = model_of(cfg, make_vec_env(env_id, n_envs=1, seed=0), 0)
+    model = bench_peers.sb3_replay_model(run, make_vec_env(env_id, n_envs=1, seed=0))
     filled = 4 * cfg.batch_size
     model.learning_starts = filled + 1  # random actions, no gradient step, while the replay fills
     model.learn(total_timesteps=filled)
@@ -174,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--variants sb3 needs --case {' or '.join(SB3_CASES)} on the CPU, not {args.case} on {device.type}",
                   file=sys.stderr)
             return 2
-        values = SB3_CASES[args.case][0]  # rlcli's variants at the values SB3 is given
+        values = SB3_CASES[args.case]  # rlcli's variants at the values SB3 is given
     results = [time_sb3_updates(args.case, updates, args.warmup) if mode == "sb3" else
                time_updates(args.case, mode, device, updates, args.warmup, values) for mode in variants]
     for r in results:

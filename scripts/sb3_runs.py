@@ -169,7 +169,7 @@ def sb3_dqn_kwargs(cfg: DQNConfig) -> dict[str, Any]:
         "atoms": (cfg.atoms != 1, "SB3 has no C51: use 1"),
         "noisy": (cfg.noisy, "SB3 has no noisy layers: use false"),
         "loss": (cfg.loss != "huber" and cfg.quantiles == 1, "SB3's DQN takes the Huber loss: use huber"),
-        "trunk": (cfg.trunk != "mlp", "this script runs MLP Q networks: use mlp"),
+        "hidden": (cfg.trunk == "cnn" and len(cfg.hidden) != 1, "SB3's Nature CNN has one dense layer: use [512]"),
     })
     train_freq, gradient_steps = gradient_schedule(cfg)
     interval = cfg.target_update_every / cfg.utd_ratio
@@ -177,8 +177,11 @@ def sb3_dqn_kwargs(cfg: DQNConfig) -> dict[str, Any]:
         raise UsageError(f"target_update_every={cfg.target_update_every} gradient steps at utd_ratio={cfg.utd_ratio} "
                          "is no whole number of SB3's env steps: choose a multiple of 1 / utd_ratio")
     # QRDQN replaces optimizer_kwargs with the paper's eps of 0.01 / batch_size unless optimizer_class is given
-    policy_kwargs: dict[str, Any] = dict(net_arch=list(cfg.hidden), activation_fn=ACTIVATIONS[cfg.activation],
-                                         optimizer_class=torch.optim.Adam, optimizer_kwargs=dict(eps=cfg.adam_eps))
+    policy_kwargs: dict[str, Any] = dict(optimizer_class=torch.optim.Adam, optimizer_kwargs=dict(eps=cfg.adam_eps))
+    if cfg.trunk == "cnn":  # the CnnPolicy's NatureCNN, whose dense layer is the whole trunk, ReLU throughout
+        policy_kwargs.update(net_arch=[], features_extractor_kwargs=dict(features_dim=cfg.hidden[0]))
+    else:
+        policy_kwargs.update(net_arch=list(cfg.hidden), activation_fn=ACTIVATIONS[cfg.activation])
     if cfg.quantiles > 1:
         policy_kwargs["n_quantiles"] = cfg.quantiles
     return dict(learning_rate=cfg.learning_rate, buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts,
@@ -187,6 +190,14 @@ def sb3_dqn_kwargs(cfg: DQNConfig) -> dict[str, Any]:
                 exploration_fraction=cfg.exploration_fraction, exploration_initial_eps=cfg.epsilon_start,
                 exploration_final_eps=cfg.epsilon_end,
                 max_grad_norm=math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm, policy_kwargs=policy_kwargs)
+
+
+def check_vector_observations(cfg: RunConfig) -> None:
+    """A UsageError for a CNN trunk: this script's SB3 side steps gymnasium's env as it is, without the frame
+    preprocessing of rlcli's Atari envs (bench_peers.py's Pong rows build SB3's own)."""
+    if getattr(cfg.algo, "trunk", "mlp") == "cnn":
+        raise UsageError("trunk=cnn cannot be run by this script (its SB3 side steps gymnasium's env without "
+                         "rlcli's frame preprocessing): use an env with vector observations")
 
 
 def sb3_kwargs(cfg: ReplayConfig) -> dict[str, Any]:
@@ -200,8 +211,10 @@ def sb3_kwargs(cfg: ReplayConfig) -> dict[str, Any]:
     raise UsageError(f"this script runs SB3's {', '.join(a.upper() for a in ALGOS)}, not {cfg.algo}")
 
 
-def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | None) -> Any:
-    """SB3's model for ``cfg``: new, or loaded from the save folder ``found``."""
+def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | None = None,
+               device: str = "cpu") -> Any:
+    """SB3's model for ``cfg`` (``sb3_kwargs``' ``kwargs``): new, or loaded from the save folder ``found``; a CNN
+    trunk's DQN is a CnnPolicy."""
     import numpy as np
     from stable_baselines3 import DQN, SAC, TD3
     from stable_baselines3.common.logger import Logger
@@ -218,9 +231,10 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
         model_class = QRDQN
     if found is not None:
         extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
-        model = model_class.load(found / "model.zip", env=env, device="cpu", **extra)
+        model = model_class.load(found / "model.zip", env=env, device=device, **extra)
     else:
-        model = model_class("MlpPolicy", env, seed=cfg.seed, device="cpu", **kwargs)
+        policy = "CnnPolicy" if getattr(cfg.algo, "trunk", "mlp") == "cnn" else "MlpPolicy"
+        model = model_class(policy, env, seed=cfg.seed, device=device, **kwargs)
     # no outputs: this script logs its own progress, and SB3's default logger makes a folder in /tmp
     model.set_logger(Logger(None, []))
     return model
@@ -538,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                               args.param, args.threads) for seed in args.seeds]
         for cfg in configs:
             sb3_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
+            check_vector_observations(cfg)
         rows = run(configs, args.out, lambda text: print(text, flush=True))
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

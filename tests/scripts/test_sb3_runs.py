@@ -199,3 +199,16 @@ def test_sb3_dqn_and_qr_dqn_run_with_rlcli_dqn_settings(tmp_path, capsys, quanti
     assert sb3_runs.main(["CartPole-v1", "--algo", "dqn", "--seeds", "0", *TINY, "--out", str(tmp_path / "other"),
                           "-p", f"quantiles={quantiles}"]) == 2
     assert "double_q=True cannot be run on SB3" in capsys.readouterr().err
+
+
+def test_a_cnn_dqn_maps_to_sb3s_nature_cnn_and_this_script_refuses_frames(tmp_path, capsys):
+    sb3_runs = script()
+    cfg = sb3_runs.run_config("dqn", "Pong-v5", 0, 400, 200, 2, "gymnasium", ["double_q=false"], 1)
+    assert (cfg.algo.trunk, cfg.algo.hidden) == ("cnn", (512,))  # the atari entry
+    # SB3's CnnPolicy: the Nature CNN, whose one dense layer is the trunk's, then the Q head alone
+    policy = sb3_runs.sb3_kwargs(cfg.algo)["policy_kwargs"]
+    assert policy["net_arch"] == [] and policy["features_extractor_kwargs"] == {"features_dim": 512}
+    assert sb3_runs.main(["Pong-v5", "--algo", "dqn", "--seeds", "0", *TINY, "--out", str(tmp_path / "sb3"),
+                          "-p", "double_q=false"]) == 2
+    assert "trunk=cnn cannot be run by this script" in capsys.readouterr().err
+    assert not (tmp_path / "sb3").exists()
