@@ -341,8 +341,9 @@ def replay_buffer(cfg: OffPolicyConfig, obs_shape: tuple[int, ...], action_dim: 
 
 class OffPolicyLearner:
     """One off-policy iteration: ``log_every`` env steps, with ``utd_ratio`` gradient steps per transition
-    stored once the buffer holds more than ``learning_starts``; until then actions are uniform random
-    (so a resume without a saved buffer refills it before learning again)."""
+    stored once the buffer holds more than ``learning_starts`` (or is full, where ``learning_starts`` is its
+    size, as in the zoo's Atari values); until then actions are uniform random (so a resume without a saved
+    buffer refills it before learning again)."""
 
     def __init__(self, env: VecEnv, agent: OffPolicyAgent, cfg: OffPolicyConfig, plan: Threads) -> None:
         self.env, self.agent, self.cfg, self.device, self.plan = env, agent, cfg, agent.device, plan
@@ -376,6 +377,11 @@ class OffPolicyLearner:
         self.prev_done = self.arrays.zeros(env.num_envs)
         self.episodes = episode_tracker(env.num_envs, 1, env_device)
         self.updates_owed = 0.0
+        # the replay's size at which the policy acts, and at which gradient steps begin: a full replay holds
+        # no more, so a learning_starts of buffer_size starts both once it is full
+        capacity = self.buffer.capacity
+        self.acting_from = min(cfg.learning_starts, capacity)
+        self.learning_from = max(min(cfg.learning_starts + 1, capacity), cfg.batch_size)
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
         """Returns (env steps taken, mean metrics of the gradient steps made); raises NonFiniteEnvOutput
@@ -390,7 +396,7 @@ class OffPolicyLearner:
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
-            if self.buffer.size < cfg.learning_starts:
+            if self.buffer.size < self.acting_from:
                 actions = self.random_actions(n)
             else:
                 actions = self.arrays.env_actions(agent.act(obs))
@@ -399,7 +405,7 @@ class OffPolicyLearner:
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
             taken += n
-            if self.buffer.size > max(cfg.learning_starts, cfg.batch_size - 1):
+            if self.buffer.size >= self.learning_from:
                 self.updates_owed += cfg.utd_ratio * stored_each[-1]
                 if self.updates_owed >= 1.0:
                     with torch_threads(self.plan.updating):

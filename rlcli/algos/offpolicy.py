@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlcli.config import AlgoConfig
 
@@ -19,7 +19,8 @@ class ReplayConfig(AlgoConfig):
     buffer_size: Annotated[int, Field(gt=0)] = 1_000_000
     """Transitions the replay buffer holds."""
     learning_starts: Annotated[int, Field(ge=0)] = 5_000
-    """Env steps of uniform random actions before learning."""
+    """Env steps of uniform random actions before learning; at most buffer_size (equal: learning starts once
+    the replay is full)."""
     batch_size: Annotated[int, Field(gt=0)] = 256
     """Transitions per gradient step."""
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
@@ -45,6 +46,15 @@ class ReplayConfig(AlgoConfig):
     frame_replay: bool = True
     """Stacked uint8 frames (Atari) kept once each, the stacks rebuilt on sampling: 7 KB a 4 x 84 x 84
     transition instead of 56 KB; false: whole stacks (an env whose stacks do not slide from step to step)."""
+
+    @model_validator(mode="after")
+    def _replay_fills(self) -> ReplayConfig:
+        for name in ("learning_starts", "batch_size"):
+            if getattr(self, name) > self.buffer_size:
+                raise ValueError(f"{name}={getattr(self, name)} exceeds buffer_size={self.buffer_size}: the replay "
+                                 f"holds at most buffer_size transitions, so learning would never start; use "
+                                 f"{name} <= buffer_size")
+        return self
 
 
 class ActorCriticReplayConfig(ReplayConfig):

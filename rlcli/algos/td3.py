@@ -39,7 +39,8 @@ class TD3Config(ActorCriticReplayConfig):
     algo: Literal["td3"] = "td3"
     """The algorithm."""
     learning_starts: Annotated[int, Field(ge=0)] = 25_000
-    """Env steps of uniform random actions before learning."""
+    """Env steps of uniform random actions before learning; at most buffer_size (equal: learning starts once
+    the replay is full)."""
     policy_delay: Annotated[int, Field(gt=0)] = 2
     """Critic updates per actor and target update."""
     exploration_noise: Annotated[float, Field(ge=0)] = 0.1

@@ -316,7 +316,8 @@ def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_pa
     from rlcli.training.agents import build_agent, build_learner, make_env
 
     for frame_replay in (True, False):
-        cfg = resolve("dqn", "Breakout-v5", overrides={"buffer_size": 1000, "n_envs": 2, "frame_replay": frame_replay})
+        cfg = resolve("dqn", "Breakout-v5", overrides={"buffer_size": 1000, "learning_starts": 1000, "n_envs": 2,
+                                                       "frame_replay": frame_replay})
         env = make_env(cfg, 2, 0)
         try:
             buffer = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 1)).buffer
@@ -331,6 +332,29 @@ def test_an_atari_dqn_run_keeps_frames_as_bytes_in_its_replay_and_exports(tmp_pa
     exported = train_evaluate_export(tmp_path, ["Breakout-v5", "--algo", "dqn", "--steps", "600", "-p",
                                                 "learning_starts=300", "-p", "buffer_size=1000", "--threads", "1"])
     assert "max |Δaction| = 0" in exported
+
+
+def test_a_replay_whose_learning_starts_is_its_size_starts_learning_once_full():
+    # the zoo's Atari values (buffer 1e5, learning starts 1e5): a full replay can hold no more, so learning starts
+    from rlcli.algos import resolve
+    from rlcli.algos.threads import ThreadPlan
+    from rlcli.errors import UsageError
+    from rlcli.training.agents import build_agent, build_learner, make_env
+
+    cfg = resolve("dqn", "CartPole-v1", overrides={"buffer_size": 300, "learning_starts": 300, "batch_size": 32,
+                                                   "log_every": 100})
+    env = make_env(cfg, 1, 0)
+    try:
+        learner = build_learner(cfg, env, build_agent(cfg, env, torch.device("cpu")), ThreadPlan(1, 1))
+        filled = [(learner.iterate(step)[1]["charts/gradient_steps"], learner.buffer.size)
+                  for step in range(0, 600, 100)]
+    finally:
+        env.close()
+    assert all(updates == 0 for updates, size in filled if size < 300), filled
+    # a full replay's iteration: a gradient step every 1 / utd_ratio transitions (reset rows store none)
+    assert filled[-1][1] == 300 and 0.9 * 100 * cfg.algo.utd_ratio <= filled[-1][0] <= 100 * cfg.algo.utd_ratio, filled
+    with pytest.raises(UsageError, match="learning_starts=301 exceeds buffer_size=300"):
+        resolve("dqn", "CartPole-v1", overrides={"buffer_size": 300, "learning_starts": 301})
 
 
 def test_the_off_policy_learner_updates_with_the_plans_update_threads_and_acts_with_its_acting_threads():

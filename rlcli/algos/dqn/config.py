@@ -18,7 +18,8 @@ class DQNConfig(ReplayConfig):
     algo: Literal["dqn"] = "dqn"
     """The algorithm."""
     learning_starts: Annotated[int, Field(ge=0)] = 100
-    """Env steps of uniform random actions before learning."""
+    """Env steps of uniform random actions before learning; at most buffer_size (equal: learning starts once
+    the replay is full)."""
     batch_size: Annotated[int, Field(gt=0)] = 32
     """Transitions per gradient step."""
     utd_ratio: Annotated[float, Field(gt=0)] = 0.25
