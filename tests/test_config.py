@@ -22,6 +22,16 @@ def test_every_shipped_entry_validates(env_id):
     assert cfg.batch_size >= cfg.minibatch_size
 
 
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3", "dqn", "pqn"])
+def test_every_group_and_entry_of_every_algorithm_validates(algo):
+    # each key over the default alone, and each env entry over its group too: a setting the checks refuse (a
+    # learning_starts past the replay's size, a minibatch past the rollout) cannot ship
+    table = yaml.safe_load((hyperparams_dir() / f"{algo}.yml").read_text())
+    for key, values in table.items():
+        build_algo_config(algo, deep_merge(table["default"], values or {}))
+        build_algo_config(algo, hyperparams_for(algo, key, env_group(key)))
+
+
 def test_groups():
     assert env_group("Pong-v5") == env_group("ALE/Breakout-v5") == "atari"
     assert env_group("Hopper-v5") == "mujoco"
