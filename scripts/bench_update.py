@@ -7,13 +7,14 @@ Run (from the repository root):
 
 Cases: ``sac-hopper`` (SAC's gradient step on Hopper-v5's shapes: 256 transitions, 256 x 256 networks),
 ``td3-hopper`` (TD3's, the same shapes, the actor every second step), ``dqn-cartpole`` (DQN's on
-CartPole-v1's entry),
+CartPole-v1's entry), ``dqn-pong`` (DQN's Nature CNN on 32 stacks of 4 84 x 84 frames, the atari group),
 ``ppo-hopper`` (one PPO update, 64 envs x 64 steps, 5 epochs of 2,048 rows, as the mujoco group) and
 ``ppo-pong`` (one PPO update of the Nature CNN, 8 envs x 128 steps of 4 stacked 84 x 84 frames, 4 epochs
 of 256 frames, as the atari group). Each variant builds a fresh agent from the shipped entry
 (``-p compile=off`` or ``on``), warms up (compiling, for the compiled one), then times ``--updates``
-updates, synchronising the device around each. Prints one line per variant and the ratio; ``--json``
-writes them.
+updates, synchronising the device around each; ``-p KEY=VALUE`` sets hyperparameters over the entry as
+``rlcli train`` does (``-p quantiles=200 -p double_q=false`` for QR-DQN). Prints one line per variant and the
+ratio; ``--json`` writes them.
 
 ``--variants off,sb3`` (``dqn-cartpole``, ``td3-hopper``; CPU) times Stable-Baselines3's own gradient step
 (``model.train(gradient_steps=1)``, its replay sampling included) beside rlcli's, both with the values of
@@ -37,12 +38,15 @@ import torch
 
 from rlcli.algos import resolve
 from rlcli.algos.buffers import ReplayBatch, RolloutBuffer
+from rlcli.config import parse_overrides
+from rlcli.errors import UsageError
 from rlcli.training.agents import build_agent
 
 CASES = {
     "sac-hopper": ("sac", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "td3-hopper": ("td3", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "dqn-cartpole": ("dqn", "CartPole-v1", gym.spaces.Box(-np.inf, np.inf, (4,)), gym.spaces.Discrete(2)),
+    "dqn-pong": ("dqn", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
     "ppo-hopper": ("ppo", "Hopper-v5", gym.spaces.Box(-np.inf, np.inf, (11,)), gym.spaces.Box(-1, 1, (3,))),
     "ppo-pong": ("ppo", "Pong-v5", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)),
 }
@@ -84,15 +88,19 @@ def _ppo_batch(agent, n_envs: int, generator: torch.Generator):
 def _replay_batch(obs_space: gym.Space, action_space: gym.Space, rows: int, generator: torch.Generator,
                   device: torch.device) -> ReplayBatch:
     """Random transitions of the spaces' shapes, actions as the replay buffer keeps them (one float column
-    for a Discrete space)."""
-    obs_dim = int(np.prod(obs_space.shape))
+    for a Discrete space), frames as bytes."""
+
+    def observations() -> torch.Tensor:
+        if obs_space.dtype == np.uint8:
+            return torch.randint(0, 256, (rows, *obs_space.shape), generator=generator, dtype=torch.uint8)
+        return torch.randn(rows, int(np.prod(obs_space.shape)), generator=generator)
+
     if isinstance(action_space, gym.spaces.Discrete):
         actions = torch.randint(0, int(action_space.n), (rows, 1), generator=generator).float()
     else:
         actions = torch.rand(rows, *action_space.shape, generator=generator) * 2 - 1
-    return ReplayBatch(torch.randn(rows, obs_dim, generator=generator).to(device), actions.to(device),
-                       torch.randn(rows, generator=generator).to(device),
-                       torch.randn(rows, obs_dim, generator=generator).to(device), torch.zeros(rows, device=device))
+    return ReplayBatch(observations().to(device), actions.to(device), torch.randn(rows, generator=generator).to(device),
+                       observations().to(device), torch.zeros(rows, device=device))
 
 
 def _timed(step, device: torch.device, updates: int, warmup: int) -> dict:
@@ -159,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--variants", default="off,on",
                         help="compile settings to time, comma-separated; sb3: SB3's update at the same values")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="a hyperparameter over the entry, as rlcli train's -p (not with --variants sb3)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.updates is not None and args.updates < 1:
@@ -167,11 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     updates = args.updates or (10 if args.case.startswith("ppo") else 200)
     device = torch.device(args.device)
     variants = args.variants.split(",")
-    values = None
+    try:
+        values = parse_overrides(args.param)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if "sb3" in variants:
-        if args.case not in SB3_CASES or device.type != "cpu":
-            print(f"--variants sb3 needs --case {' or '.join(SB3_CASES)} on the CPU, not {args.case} on {device.type}",
-                  file=sys.stderr)
+        if args.case not in SB3_CASES or device.type != "cpu" or values:
+            print(f"--variants sb3 needs --case {' or '.join(SB3_CASES)} on the CPU without -p, not {args.case} on "
+                  f"{device.type}{' with -p' if values else ''}", file=sys.stderr)
             return 2
         values = SB3_CASES[args.case]  # rlcli's variants at the values SB3 is given
     results = [time_sb3_updates(args.case, updates, args.warmup) if mode == "sb3" else

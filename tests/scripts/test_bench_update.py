@@ -35,5 +35,15 @@ def test_rlcli_and_sb3_updates_are_timed_side_by_side(tmp_path):
 def test_a_case_without_an_sb3_row_is_refused_in_one_line():
     proc = script("--case", "ppo-hopper", "--variants", "sb3", "--updates", "1")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("--variants sb3 needs --case dqn-cartpole or td3-hopper on the CPU, "
+    assert proc.stderr.strip() == ("--variants sb3 needs --case dqn-cartpole or td3-hopper on the CPU without -p, "
                                    "not ppo-hopper on cpu")
+
+
+def test_a_frame_case_times_its_cnn_on_byte_frames_with_the_values_given(tmp_path):
+    out = tmp_path / "updates.json"
+    proc = script("--case", "dqn-pong", "--device", "cpu", "--variants", "off", "--updates", "2", "--warmup", "1",
+                  "-p", "quantiles=8", "-p", "double_q=false", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["case"] == "dqn-pong" and result["updates"] == 2 and result["ms"] > 0, result
+    assert script("--case", "dqn-pong", "-p", "quantiles").returncode == 2
