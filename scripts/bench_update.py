@@ -156,7 +156,8 @@ def time_updates(case: str, compile_mode: str, device: torch.device, updates: in
     else:
         rollout = _ppo_batch(agent, n, generator)
         step = lambda: agent.update(rollout, progress=0.5)  # noqa: E731
-    return {"case": case, "compile": compile_mode, "device": str(device), **_timed(step, device, updates, warmup)}
+    return {"case": case, "compile": compile_mode, "device": str(device), "params": values or {},
+            **_timed(step, device, updates, warmup)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="off,on",
                         help="compile settings to time, comma-separated; sb3: SB3's update at the same values")
     parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="a hyperparameter over the entry, as rlcli train's -p (not with --variants sb3)")
+                        help="a hyperparameter over the entry, as rlcli train's -p (compile is set by --variants)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.updates is not None and args.updates < 1:
@@ -188,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{device.type}{' with -p' if values else ''}", file=sys.stderr)
             return 2
         values = SB3_CASES[args.case]  # rlcli's variants at the values SB3 is given
-    results = [time_sb3_updates(args.case, updates, args.warmup) if mode == "sb3" else
-               time_updates(args.case, mode, device, updates, args.warmup, values) for mode in variants]
+    try:
+        results = [time_sb3_updates(args.case, updates, args.warmup) if mode == "sb3" else
+                   time_updates(args.case, mode, device, updates, args.warmup, values) for mode in variants]
+    except UsageError as e:  # a -p the entry's config refuses
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for r in results:
         print(f"{r['case']} {r['device']} {'SB3' if r['compile'] == 'sb3' else 'compile=' + r['compile']}: "
               f"{r['ms']:.3f} ms an update, mean {r['mean_ms']:.3f} (warm-up {r['warmup_s']:.1f} s)")

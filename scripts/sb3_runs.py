@@ -551,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         configs = [run_config(args.algo, args.env, seed, args.steps, args.eval_every, args.eval_episodes, args.backend,
                               args.param, args.threads) for seed in args.seeds]
         for cfg in configs:
-            sb3_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
             check_vector_observations(cfg)
+            sb3_kwargs(cfg.algo)  # type: ignore[arg-type]  # refuse before any run starts
         rows = run(configs, args.out, lambda text: print(text, flush=True))
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -377,11 +377,10 @@ class OffPolicyLearner:
         self.prev_done = self.arrays.zeros(env.num_envs)
         self.episodes = episode_tracker(env.num_envs, 1, env_device)
         self.updates_owed = 0.0
-        # the replay's size at which the policy acts, and at which gradient steps begin: a full replay holds
-        # no more, so a learning_starts of buffer_size starts both once it is full
-        capacity = self.buffer.capacity
-        self.acting_from = min(cfg.learning_starts, capacity)
-        self.learning_from = max(min(cfg.learning_starts + 1, capacity), cfg.batch_size)
+        # the replay's size at which the policy acts, and at which gradient steps begin (it holds more than
+        # learning_starts); a full replay holds no more, so a learning_starts of buffer_size learns once it is full
+        self.acting_from = cfg.learning_starts
+        self.learning_from = max(min(cfg.learning_starts + 1, self.buffer.capacity), cfg.batch_size)
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
         """Returns (env steps taken, mean metrics of the gradient steps made); raises NonFiniteEnvOutput

@@ -355,6 +355,8 @@ def test_a_replay_whose_learning_starts_is_its_size_starts_learning_once_full():
     assert filled[-1][1] == 300 and 0.9 * 100 * cfg.algo.utd_ratio <= filled[-1][0] <= 100 * cfg.algo.utd_ratio, filled
     with pytest.raises(UsageError, match="learning_starts=301 exceeds buffer_size=300"):
         resolve("dqn", "CartPole-v1", overrides={"buffer_size": 300, "learning_starts": 301})
+    with pytest.raises(UsageError, match="batch_size=301 exceeds buffer_size=300"):
+        resolve("dqn", "CartPole-v1", overrides={"buffer_size": 300, "learning_starts": 100, "batch_size": 301})
 
 
 def test_the_off_policy_learner_updates_with_the_plans_update_threads_and_acts_with_its_acting_threads():

@@ -46,4 +46,7 @@ def test_a_frame_case_times_its_cnn_on_byte_frames_with_the_values_given(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (result,) = json.loads(out.read_text())
     assert result["case"] == "dqn-pong" and result["updates"] == 2 and result["ms"] > 0, result
-    assert script("--case", "dqn-pong", "-p", "quantiles").returncode == 2
+    assert result["params"] == {"quantiles": 8, "double_q": False}
+    for bad in ("quantiles", "quantiles=0"):  # not key=value; a value the config refuses
+        proc = script("--case", "dqn-pong", "-p", bad)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr

@@ -78,8 +78,8 @@ def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, levels: 
     summed over i, averaged over j (Dabney et al. 2018, equation 10)."""
     shape = (*quantiles.shape, targets.shape[-1])  # [B, n, m]
     estimates, samples = quantiles.unsqueeze(-1).expand(shape), targets.unsqueeze(-2).expand(shape)
-    # one elementwise op forward and one backward for the Huber part, and the weight outside the graph (it has
-    # no gradient): half the time of the same loss spelled out op by op, eagerly (Pong's 200 quantiles)
+    # the pairs are B x n x m (1.28M on Pong's 200 quantiles): the Huber part as one op each way, and the weight,
+    # which has no gradient, outside the graph
     huber = F.huber_loss(estimates, samples, reduction="none", delta=1.0)
     with torch.no_grad():
         weight = (levels.unsqueeze(-1) - (samples < estimates).to(huber.dtype)).abs()
