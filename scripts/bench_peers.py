@@ -587,12 +587,12 @@ def worker_rlcli_cartpole_dqn_per(args: WorkerArgs) -> dict[str, Any]:
     return rlcli_window("dqn", args, {**CARTPOLE_DQN_SAME, "prioritized": True})
 
 
-def sb3_replay_model(run: Any, env: Any) -> Any:
+def sb3_replay_model(run: Any, env: Any, device: str = "auto") -> Any:
     """SB3's SAC, TD3 or DQN (sb3-contrib's QRDQN where the config has quantiles) with the values of rlcli's
     RunConfig ``run``, mapped by scripts/sb3_runs.py, which refuses what SB3 cannot express."""
     from sb3_runs import make_model, sb3_kwargs
 
-    return make_model(run, sb3_kwargs(run.algo), env, device="auto")
+    return make_model(run, sb3_kwargs(run.algo), env, device=device)
 
 
 def worker_sb3_cartpole_dqn(args: WorkerArgs, values: dict[str, Any] = CARTPOLE_DQN_SAME) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def time_sb3_updates(case: str, updates: int, warmup: int) -> dict:
     run = resolve(algo, env_id, overrides=SB3_CASES[case], device="cpu", seed=0)
     cfg = run.algo
     torch.manual_seed(0)
-    model = bench_peers.sb3_replay_model(run, make_vec_env(env_id, n_envs=1, seed=0))
+    model = bench_peers.sb3_replay_model(run, make_vec_env(env_id, n_envs=1, seed=0), device="cpu")
     filled = 4 * cfg.batch_size
     model.learning_starts = filled + 1  # random actions, no gradient step, while the replay fills
     model.learn(total_timesteps=filled)
