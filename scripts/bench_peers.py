@@ -424,9 +424,10 @@ def linear(start: float) -> Callable[[float], float]:
 
 
 def sb3_activation(name: str) -> Any:
-    from torch import nn
+    """The torch module class SB3 takes for an rlcli activation name (sb3_runs' table)."""
+    from sb3_runs import ACTIVATIONS
 
-    return {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}[name]
+    return ACTIVATIONS[name]
 
 
 def sb3_ppo_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:

@@ -192,10 +192,15 @@ def sb3_dqn_kwargs(cfg: DQNConfig) -> dict[str, Any]:
                 max_grad_norm=math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm, policy_kwargs=policy_kwargs)
 
 
+def cnn_trunk(cfg: RunConfig) -> bool:
+    """Whether the run's Q network reads frames through the Nature CNN (DQN's ``trunk``)."""
+    return getattr(cfg.algo, "trunk", "mlp") == "cnn"
+
+
 def check_vector_observations(cfg: RunConfig) -> None:
     """A UsageError for a CNN trunk: this script's SB3 side steps gymnasium's env as it is, without the frame
     preprocessing of rlcli's Atari envs (bench_peers.py's Pong rows build SB3's own)."""
-    if getattr(cfg.algo, "trunk", "mlp") == "cnn":
+    if cnn_trunk(cfg):
         raise UsageError("trunk=cnn cannot be run by this script (its SB3 side steps gymnasium's env without "
                          "rlcli's frame preprocessing): use an env with vector observations")
 
@@ -233,7 +238,7 @@ def make_model(cfg: RunConfig, kwargs: dict[str, Any], env: Any, found: Path | N
         extra = {"action_noise": kwargs["action_noise"]} if "action_noise" in kwargs else {}
         model = model_class.load(found / "model.zip", env=env, device=device, **extra)
     else:
-        policy = "CnnPolicy" if getattr(cfg.algo, "trunk", "mlp") == "cnn" else "MlpPolicy"
+        policy = "CnnPolicy" if cnn_trunk(cfg) else "MlpPolicy"
         model = model_class(policy, env, seed=cfg.seed, device=device, **kwargs)
     # no outputs: this script logs its own progress, and SB3's default logger makes a folder in /tmp
     model.set_logger(Logger(None, []))

@@ -377,9 +377,8 @@ class OffPolicyLearner:
         self.prev_done = self.arrays.zeros(env.num_envs)
         self.episodes = episode_tracker(env.num_envs, 1, env_device)
         self.updates_owed = 0.0
-        # the replay's size at which the policy acts, and at which gradient steps begin (it holds more than
-        # learning_starts); a full replay holds no more, so a learning_starts of buffer_size learns once it is full
-        self.acting_from = cfg.learning_starts
+        # the replay's size at which gradient steps begin (it holds more than learning_starts); a full replay holds
+        # no more, so a learning_starts of buffer_size learns once it is full
         self.learning_from = max(min(cfg.learning_starts + 1, self.buffer.capacity), cfg.batch_size)
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
@@ -395,7 +394,7 @@ class OffPolicyLearner:
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
-            if self.buffer.size < self.acting_from:
+            if self.buffer.size < cfg.learning_starts:
                 actions = self.random_actions(n)
             else:
                 actions = self.arrays.env_actions(agent.act(obs))
