@@ -244,8 +244,9 @@ class MarksPassed(Exception):
 
 class RlcliClock:
     """An rlcli training callback: the perf_counter time of the first callback at or past each mark
-    (env steps), the training loop's own clock then, the gradient steps made by then (SAC reports them),
-    and the torch thread count seen in the first callback."""
+    (env steps), the training loop's own clock then, the gradient steps made and the transitions stepped by
+    then (env steps less the reset rows after episode ends), and the torch thread count seen in the first
+    callback."""
 
     def __init__(self, marks: Sequence[int]) -> None:
         self.marks = list(marks)
@@ -255,6 +256,8 @@ class RlcliClock:
         self.loop_seconds: dict[int, float] = {}
         self.updates: dict[int, int] = {}  # mark -> gradient steps so far
         self.total_updates = 0
+        self.transitions: dict[int, int] = {}  # mark -> transitions so far
+        self.total_transitions = 0
         self.threads: int | None = None
         self.start = time.perf_counter()
         self.first: tuple[int, float] | None = None  # (step, time) of the first callback: the first update's end
@@ -268,11 +271,13 @@ class RlcliClock:
 
             self.threads = torch.get_num_threads()
         self.total_updates += int(state.metrics.get("charts/gradient_steps", 0))
+        self.total_transitions += int(state.metrics["charts/transitions"])
         for mark in self.marks:
             if mark not in self.times and state.step >= mark:
                 self.times[mark] = (state.step, now)
                 self.loop_seconds[mark] = state.wall_time
                 self.updates[mark] = self.total_updates
+                self.transitions[mark] = self.total_transitions
         if self.marks[-1] in self.times:
             raise MarksPassed
         return False
@@ -359,6 +364,7 @@ def rlcli_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "p
     seconds = clock.loop_seconds[args.steps]
     first_step, first_time = clock.first  # type: ignore[misc]
     return {"steps": step, "seconds": seconds, "sps": step / seconds,
+            "transitions": clock.transitions[args.steps], "tps": clock.transitions[args.steps] / seconds,
             "setup_seconds": end - clock.start - seconds, "setup_sps": step / (end - clock.start),
             "steady_sps": steady_rate(step - first_step, end - first_time),
             "n_envs": cfg.algo.n_envs, "backend": backend, "precision": cfg.algo.precision,
@@ -551,7 +557,9 @@ def rlcli_window(algo: str, args: WorkerArgs, overrides: dict[str, Any]) -> dict
     cfg = window_config(algo, args, overrides)
     clock, backend = rlcli_timed_train(cfg, [start, end])
     (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
+    transitions = clock.transitions[end] - clock.transitions[start]
     return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
+            "transitions": transitions, "tps": transitions / (t1 - t0),
             "updates": clock.updates[end] - clock.updates[start], "n_envs": cfg.algo.n_envs, "backend": backend,
             "precision": cfg.algo.precision, **rlcli_threads(cfg, clock.threads)}
 
@@ -563,7 +571,9 @@ def sb3_window(model: Any, args: WorkerArgs, total: int, n_envs: int) -> dict[st
     clock = sb3_clock([start, end], stop_at_last_mark=True)
     model.learn(total_timesteps=max(total, end), callback=clock)
     (step0, t0), (step1, t1) = clock.times[start], clock.times[end]
-    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": (step1 - step0) / (t1 - t0), "window": [step0, step1],
+    sps = (step1 - step0) / (t1 - t0)  # every step a transition: SB3's vector envs reset inside the ending step
+    return {"steps": step1 - step0, "seconds": t1 - t0, "sps": sps, "window": [step0, step1],
+            "transitions": step1 - step0, "tps": sps,
             "updates": clock.updates[end] - clock.updates[start], "n_envs": n_envs, "backend": "DummyVecEnv",
             "torch_threads": clock.threads}
 
@@ -1069,7 +1079,7 @@ def run_rlcli_train(env_id: str, seed: int, steps: int, params: Sequence[str] = 
             "torch_threads_config": config.get("torch_threads"), "process_seconds": seconds}
 
 
-Unit = Literal["s", "steps/s", "steps", "%"]
+Unit = Literal["s", "steps/s", "transitions/s", "steps", "%"]
 
 
 @dataclass(frozen=True)
@@ -1156,6 +1166,8 @@ def details_text(result: dict[str, Any]) -> str:
     parts = []
     if "seconds" in result:
         parts.append(f"{result['steps']:,} steps in {result['seconds']:.2f} s")
+        if "transitions" in result:
+            parts.append(f"{result['transitions']:,} transitions")
     elif "steps" in result:
         parts.append(f"stopped at {result['steps']:,} steps")
     if "reached" in result:
@@ -1217,10 +1229,10 @@ def setup_row(section: Section) -> Row:
                values(section, "with setup", "rlcli"), values(section, "train", "SB3"))
 
 
-def bf16_row(section: Section, sb3: list[float]) -> Row:
+def bf16_row(section: Section, sb3: list[float], unit: Unit = "steps/s") -> Row:
     """The section's rlcli run again with ``precision: bf16`` (SB3 unchanged, float32): an opt-in
     setting, so a row of its own beside the goal's float32 one."""
-    return Row("the same, rlcli with precision bf16 (SB3 unchanged, float32)", "steps/s",
+    return Row("the same, rlcli with precision bf16 (SB3 unchanged, float32)", unit,
                values(section, "train bf16", "rlcli"), sb3)
 
 
@@ -1339,12 +1351,12 @@ def bench_hopper_ppo_same(ctx: Context) -> Section:
 
 
 def bench_hopper_sac(ctx: Context) -> Section:
-    """Hopper-v5 SAC with identical hyperparameters: env steps/s over the window after learning starts."""
+    """Hopper-v5 SAC with identical hyperparameters: transitions/s over the window after learning starts."""
     section, budgets = Section("hopper-sac"), ctx.budgets
     start, window = budgets.sac_learning_starts, budgets.sac_window
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-hopper-sac"), ("SB3", "sb3-hopper-sac")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            result = measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5",
                                                                          steps=window, learning_starts=start))
             # rlcli counts learning_starts in stored transitions (an auto-reset row is none), SB3 in env
@@ -1352,30 +1364,30 @@ def bench_hopper_sac(ctx: Context) -> Section:
             # update speed independently of that offset
             section.runs.append(Run("updates/s", side, seed, result["updates"] / result["seconds"], "steps/s",
                                     threads_text(result), "gradient steps in the window / its seconds", result))
-        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+        measure(ctx, section, "train bf16", "rlcli", seed, "tps", "transitions/s",
                 lambda seed=seed: run_worker("rlcli-hopper-sac", seed, env="Hopper-v5", steps=window,
                                              learning_starts=start, precision="bf16"))
     section.rows += [
-        Row(f"Hopper-v5 SAC, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 1)",
-            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
+        Row(f"Hopper-v5 SAC, same hyperparameters: transitions/s, steps {start:,}-{start + window:,} (UTD 1)",
+            "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         Row("Hopper-v5 SAC: gradient steps/s in the same window", "steps/s",
             values(section, "updates/s", "rlcli"), values(section, "updates/s", "SB3")),
-        bf16_row(section, values(section, "train", "SB3")),
+        bf16_row(section, values(section, "train", "SB3"), "transitions/s"),
     ]
     return section
 
 
 def bench_cartpole_dqn(ctx: Context) -> Section:
-    """CartPole-v1 DQN with the same hyperparameters (rlcli's entry): env steps/s over the window after
+    """CartPole-v1 DQN with the same hyperparameters (rlcli's entry): transitions/s over the window after
     learning starts; and the same with 10 quantiles against sb3-contrib's QR-DQN."""
     section, budgets = Section("cartpole-dqn"), ctx.budgets
     start, window = budgets.dqn_learning_starts, budgets.dqn_window
     dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn"), ("SB3", "sb3-cartpole-dqn"),
                               ("rlcli QR-DQN", "rlcli-cartpole-qrdqn"), ("sb3-contrib QR-DQN", "sb3-cartpole-qrdqn")))
     section.rows += [
-        Row(f"CartPole-v1 DQN, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 0.5)",
-            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)),
-        Row("CartPole-v1 QR-DQN (10 quantiles), the same window", "steps/s",
+        Row(f"CartPole-v1 DQN, same hyperparameters: transitions/s, steps {start:,}-{start + window:,} (UTD 0.5)",
+            "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)),
+        Row("CartPole-v1 QR-DQN (10 quantiles), the same window", "transitions/s",
             values(section, "train", "rlcli QR-DQN"), values(section, "train", "sb3-contrib QR-DQN"),
             sb3_note="sb3-contrib QR-DQN"),
     ]
@@ -1387,8 +1399,8 @@ def bench_dqn_prioritized(ctx: Context) -> Section:
     section = Section("dqn-prioritized")
     dqn_window(ctx, section, (("rlcli", "rlcli-cartpole-dqn-per"), ("uniform", "rlcli-cartpole-dqn")))
     section.rows.append(
-        Row("CartPole-v1 DQN, rlcli with prioritised replay against uniform replay: env steps/s in the same window "
-            "(its cost at most 1.3x)", "steps/s", values(section, "train", "rlcli"),
+        Row("CartPole-v1 DQN, rlcli with prioritised replay against uniform replay: transitions/s in the same window "
+            "(its cost at most 1.3x)", "transitions/s", values(section, "train", "rlcli"),
             values(section, "train", "uniform"), Goal(">=", 1 / 1.3), sb3_note="rlcli, uniform replay"))
     return section
 
@@ -1398,40 +1410,41 @@ def dqn_window(ctx: Context, section: Section, sides: tuple[tuple[str, str], ...
     start, window = ctx.budgets.dqn_learning_starts, ctx.budgets.dqn_window
     for seed in ctx.seeds:
         for side, worker in sides:
-            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                     lambda seed=seed, worker=worker: run_worker(worker, seed, env="CartPole-v1", steps=window,
                                                                 learning_starts=start))
 
 
 def bench_pong_dqn(ctx: Context) -> Section:
-    """Pong DQN with the Nature CNN and the same hyperparameters (rlcli's atari entry): env steps/s over the
+    """Pong DQN with the Nature CNN and the same hyperparameters (rlcli's atari entry): transitions/s over the
     window after learning starts, each side on its own Atari env (envpool; SB3's AtariWrapper on ALE)."""
     section, budgets = Section("pong-dqn"), ctx.budgets
     start, window = budgets.pong_dqn_learning_starts, budgets.pong_dqn_window
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-pong-dqn"), ("SB3", "sb3-pong-dqn")):
-            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                     lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID, steps=window,
                                                                 learning_starts=start))
     section.rows.append(
-        Row(f"Pong DQN, Nature CNN, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 0.25)",
-            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)))
+        Row(f"Pong DQN, Nature CNN, same hyperparameters: transitions/s, steps {start:,}-{start + window:,} "
+            "(UTD 0.25)", "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"),
+            Goal(">=", 3)))
     return section
 
 
 def bench_hopper_td3(ctx: Context) -> Section:
-    """Hopper-v5 TD3 with the same hyperparameters (CleanRL's): env steps/s over the window after learning
+    """Hopper-v5 TD3 with the same hyperparameters (CleanRL's): transitions/s over the window after learning
     starts."""
     section, budgets = Section("hopper-td3"), ctx.budgets
     start, window = budgets.td3_learning_starts, budgets.td3_window
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-hopper-td3"), ("SB3", "sb3-hopper-td3")):
-            measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                     lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=window,
                                                                 learning_starts=start))
     section.rows.append(
-        Row(f"Hopper-v5 TD3, same hyperparameters: env steps/s, steps {start:,}-{start + window:,} (UTD 1)",
-            "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 1.5)))
+        Row(f"Hopper-v5 TD3, same hyperparameters: transitions/s, steps {start:,}-{start + window:,} (UTD 1)",
+            "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 1.5)))
     return section
 
 

@@ -193,8 +193,8 @@ class OnPolicyLearner:
         agent.optimizers()  # built on first use (rlcli.algos.optim): before the first step, which may be compiled
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
-        """Returns (env steps taken, metrics); raises NonFiniteEnvOutput, before the update, where the env
-        returned a NaN or an infinity."""
+        """Returns (env steps taken, metrics, ``charts/transitions`` among them: the steps that were no reset
+        row); raises NonFiniteEnvOutput, before the update, where the env returned a NaN or an infinity."""
         cfg, env = self.cfg, self.collector.env
         agents = agents_per_env(env)
         rollout = self.collector.collect()
@@ -205,6 +205,7 @@ class OnPolicyLearner:
         with torch_threads(self.plan.updating):
             metrics = self.agent.update(batch, progress=step / cfg.steps)
         out = {k: float(v) for k, v in metrics.items()}
+        out["charts/transitions"] = float(rollout.valid.sum()) / agents
         if agents > 1 and isinstance(env, ManyAgentEnv):
             means = self.collector.episodes.drain_agents()
             for name, value in zip(env.agents, [] if means is None else means, strict=False):
@@ -382,8 +383,8 @@ class OffPolicyLearner:
         self.learning_from = max(min(cfg.learning_starts + 1, self.buffer.capacity), cfg.batch_size)
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
-        """Returns (env steps taken, mean metrics of the gradient steps made); raises NonFiniteEnvOutput
-        where the env returned a NaN or an infinity."""
+        """Returns (env steps taken, mean metrics of the gradient steps made, their count and the steps that
+        were transitions, not reset rows); raises NonFiniteEnvOutput where the env returned a NaN or an infinity."""
         agent, cfg, env, dev = self.agent, self.cfg, self.env, self.device
         n = env.num_envs
         means = MetricMeans()
@@ -391,6 +392,7 @@ class OffPolicyLearner:
         # where this iteration's transitions lie (the frame buffer finds them by step)
         first_row = 0 if isinstance(self.buffer, FrameReplayBuffer) else self.buffer.pos
         stored_each: list[int] = []
+        resets: np.ndarray | torch.Tensor | int = 0  # reset rows stepped: env steps that were no transition
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
@@ -399,6 +401,7 @@ class OffPolicyLearner:
             else:
                 actions = self.arrays.env_actions(agent.act(obs))
             result = env.step(actions)
+            resets = resets + self.prev_done.sum()
             stored_each.append(self._store(obs, actions, result))
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
@@ -409,7 +412,8 @@ class OffPolicyLearner:
                     with torch_threads(self.plan.updating):
                         n_updates += self._update(means, step)
         self._check_env_output(first_row, stored_each, step)
-        return taken, {"charts/gradient_steps": float(n_updates), **means.means()}
+        return taken, {"charts/gradient_steps": float(n_updates), "charts/transitions": taken - float(resets),
+                       **means.means()}
 
     def _store(self, obs: torch.Tensor, actions: np.ndarray | torch.Tensor, result: StepResult) -> int:
         """One vector step's transitions into the replay (through the n-step accumulator where returns are

@@ -112,6 +112,8 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     assert ours["window"] == theirs["window"]
     # one gradient step per stored transition on both sides (rlcli stores none for auto-reset steps)
     assert 0 < ours["updates"] <= theirs["updates"] <= ours["window"][1] - ours["window"][0]
+    # the row compares transitions: rlcli's window less its reset rows, every one of SB3's env steps
+    assert 0 < ours["updates"] <= ours["transitions"] <= ours["window"][1] - ours["window"][0] == theirs["transitions"]
 
     pong_dqn = sections["pong-dqn"]
     ours, theirs = runs(pong_dqn, "train", "rlcli")[0]["result"], runs(pong_dqn, "train", "SB3")[0]["result"]
@@ -127,6 +129,11 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
         # step), SB3's per env step, so rlcli's count can only be lower
         steps = ours["window"][1] - ours["window"][0]
         assert 0 < ours["updates"] <= per_step * steps + 1 and 0 < theirs["updates"] <= per_step * steps + 1, name
+        # the rows compare transitions per second: the steps each side learns from, none of them a reset row
+        assert 0 < ours["updates"] <= per_step * ours["transitions"] + 1 and ours["transitions"] <= steps, name
+        assert ours["tps"] == pytest.approx(ours["transitions"] / ours["seconds"]), name
+        if uniform != "uniform":  # SB3's vector env resets inside the ending step: every env step is a transition
+            assert theirs["transitions"] == steps, name
         if name == "pong-dqn":  # one gradient step every 4 env steps: the window's edges may fall between two
             assert abs(ours["updates"] - theirs["updates"]) <= 1, name
         elif uniform != "uniform":
