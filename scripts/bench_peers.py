@@ -18,7 +18,9 @@ printing one JSON line on stdout), so that neither library's imports, thread poo
 into the other's figures. Each figure is the median over ``--repeats`` seeds (CartPole's time to 475,
 which varies 3-fold from seed to seed, over ``--cartpole-repeats``); the two sides alternate
 seed by seed, so a change in machine load over the run falls on both sides alike. Ratios are always
-rlcli / peer.
+rlcli / peer. Throughput against a peer is in transitions/s: rlcli's env steps less the reset row an env steps
+after each episode's end, on which it neither learns nor stores; every step of the peers' vector envs, which
+reset inside the ending step.
 
 Torch threads are left at each library's own default (rlcli picks its own; SB3 leaves torch's default)
 and reported next to every figure.
@@ -261,17 +263,18 @@ class RlcliClock:
         self.threads: int | None = None
         self.start = time.perf_counter()
         self.first: tuple[int, float] | None = None  # (step, time) of the first callback: the first update's end
+        self.first_transitions = 0  # transitions by then
 
     def __call__(self, state: Any) -> bool:  # state: rlcli.training.train.TrainState
         now = time.perf_counter()
-        if self.first is None:
-            self.first = (state.step, now)
         if self.threads is None:
             import torch
 
             self.threads = torch.get_num_threads()
         self.total_updates += int(state.metrics.get("charts/gradient_steps", 0))
         self.total_transitions += int(state.metrics["charts/transitions"])
+        if self.first is None:
+            self.first, self.first_transitions = (state.step, now), self.total_transitions
         for mark in self.marks:
             if mark not in self.times and state.step >= mark:
                 self.times[mark] = (state.step, now)
@@ -354,19 +357,22 @@ def steady_rate(steps: int, seconds: float) -> float:
 
 
 def rlcli_throughput(args: WorkerArgs, overrides: dict[str, Any], algo: str = "ppo", **run: Any) -> dict[str, Any]:
-    """Env steps/s from the start of the training loop (envs and agent built, like SB3's model before
-    its clock starts) to the first callback at or past ``args.steps``; ``setup_sps`` counts from the call
-    to train() instead, charging rlcli the construction that SB3's figure leaves out. ``algo``: an on-policy
-    learner of rollouts (ppo, or pqn); ``run``: run-level settings (threads)."""
+    """Env steps/s and transitions/s (env steps less reset rows) from the start of the training loop (envs and
+    agent built, like SB3's model before its clock starts) to the first callback at or past ``args.steps``;
+    ``setup_tps`` counts from the call to train() instead, charging rlcli the construction that SB3's figure
+    leaves out, and ``steady_tps`` from the end of the first update. ``algo``: an on-policy learner of rollouts
+    (ppo, or pqn); ``run``: run-level settings (threads)."""
     cfg = rlcli_config(algo, args, overrides, **run)
     clock, backend = rlcli_timed_train(cfg, [args.steps])
     step, end = clock.times[args.steps]
     seconds = clock.loop_seconds[args.steps]
     first_step, first_time = clock.first  # type: ignore[misc]
-    return {"steps": step, "seconds": seconds, "sps": step / seconds,
-            "transitions": clock.transitions[args.steps], "tps": clock.transitions[args.steps] / seconds,
-            "setup_seconds": end - clock.start - seconds, "setup_sps": step / (end - clock.start),
+    transitions = clock.transitions[args.steps]
+    return {"steps": step, "seconds": seconds, "sps": step / seconds, "transitions": transitions,
+            "tps": transitions / seconds, "setup_seconds": end - clock.start - seconds,
+            "setup_tps": transitions / (end - clock.start),
             "steady_sps": steady_rate(step - first_step, end - first_time),
+            "steady_tps": steady_rate(transitions - clock.first_transitions, end - first_time),
             "n_envs": cfg.algo.n_envs, "backend": backend, "precision": cfg.algo.precision,
             "env_threads": cfg.env_threads, **rlcli_threads(cfg, clock.threads)}
 
@@ -418,8 +424,11 @@ def sb3_ppo_throughput(model: Any, steps: int) -> dict[str, Any]:
     model.learn(total_timesteps=steps, callback=clock)
     seconds = clock.end - clock.start
     first_steps, first_time = clock.first or (model.num_timesteps, clock.end)
+    # every step a transition: SB3's vector envs reset inside the ending step
+    steady = steady_rate(model.num_timesteps - first_steps, clock.end - first_time)
     return {"steps": model.num_timesteps, "seconds": seconds, "sps": model.num_timesteps / seconds,
-            "steady_sps": steady_rate(model.num_timesteps - first_steps, clock.end - first_time),
+            "transitions": model.num_timesteps, "tps": model.num_timesteps / seconds,
+            "steady_sps": steady, "steady_tps": steady,
             "n_envs": model.n_envs, "backend": type(model.get_env().unwrapped).__name__,
             "torch_threads": clock.threads}
 
@@ -886,8 +895,8 @@ def worker_rlcli_mpe(args: WorkerArgs) -> dict[str, Any]:
     as SB3 does; rlcli's own steps are env steps, each one of every agent)."""
     env_steps = replace(args, steps=args.steps // MPE_AGENTS)
     result = rlcli_throughput(env_steps, MPE_SAME)
-    return {**result, "steps": result["steps"] * MPE_AGENTS, "sps": result["sps"] * MPE_AGENTS,
-            "steady_sps": result["steady_sps"] * MPE_AGENTS, "env_sps": result["sps"]}
+    per_agent = ("steps", "sps", "transitions", "tps", "setup_tps", "steady_sps", "steady_tps")
+    return {**result, **{key: result[key] * MPE_AGENTS for key in per_agent}, "env_sps": result["sps"]}
 
 
 def worker_sb3_mpe(args: WorkerArgs) -> dict[str, Any]:
@@ -1203,21 +1212,21 @@ def values(section: Section, measurement: str, side: str) -> list[float]:
 
 def add_steady(section: Section, side: str, seed: int, result: dict[str, Any]) -> None:
     """Records a PPO run's steady throughput: from the end of its first update to the end of its last."""
-    section.runs.append(Run("steady", side, seed, result["steady_sps"], "steps/s", threads_text(result),
-                            "steps after the first update / seconds after it", result))
+    section.runs.append(Run("steady", side, seed, result["steady_tps"], "transitions/s", threads_text(result),
+                            "transitions after the first update / seconds after it", result))
 
 
 def add_setup(section: Section, seed: int, result: dict[str, Any]) -> None:
     """Records an rlcli PPO run's throughput counted from the call to train()."""
-    section.runs.append(Run("with setup", "rlcli", seed, result["setup_sps"], "steps/s", threads_text(result),
-                            f"steps / seconds from the call to train(), {result['setup_seconds']:.2f} s of "
+    section.runs.append(Run("with setup", "rlcli", seed, result["setup_tps"], "transitions/s", threads_text(result),
+                            f"transitions / seconds from the call to train(), {result['setup_seconds']:.2f} s of "
                             "them building envs and agent", result))
 
 
 def steady_row(section: Section) -> Row:
     """The goal row's runs timed from the end of each side's first update, which leaves the first
     iteration out as well (a cold start of the allocator and the thread pools)."""
-    return Row("the same runs, both sides timed from the end of their first update", "steps/s",
+    return Row("the same runs, both sides timed from the end of their first update", "transitions/s",
                values(section, "steady", "rlcli"), values(section, "steady", "SB3"))
 
 
@@ -1225,14 +1234,14 @@ def setup_row(section: Section) -> Row:
     """The goal row's runs with rlcli's clock started at the call to train(), before it builds its envs
     and agent (envpool's import among them), while SB3's still starts once its model is built: what the
     goal row measured until both sides' construction was left out alike."""
-    return Row("the same runs, rlcli also charged for building its envs and agent (SB3 not)", "steps/s",
+    return Row("the same runs, rlcli also charged for building its envs and agent (SB3 not)", "transitions/s",
                values(section, "with setup", "rlcli"), values(section, "train", "SB3"))
 
 
-def bf16_row(section: Section, sb3: list[float], unit: Unit = "steps/s") -> Row:
+def bf16_row(section: Section, sb3: list[float]) -> Row:
     """The section's rlcli run again with ``precision: bf16`` (SB3 unchanged, float32): an opt-in
     setting, so a row of its own beside the goal's float32 one."""
-    return Row("the same, rlcli with precision bf16 (SB3 unchanged, float32)", unit,
+    return Row("the same, rlcli with precision bf16 (SB3 unchanged, float32)", "transitions/s",
                values(section, "train bf16", "rlcli"), sb3)
 
 
@@ -1245,7 +1254,8 @@ def env_rows(section: Section, env_id: str, train_key: str) -> list[Row]:
              / statistics.median(values(section, "env", side)) for side in SIDES}
     return [Row(f"{env_id} env alone, random actions: steps/s ({backends})", "steps/s",
                 values(section, "env", "rlcli"), values(section, "env", "SB3")),
-            Row(f"{env_id} training steps/s as a share of its env alone", "%", [share["rlcli"]], [share["SB3"]])]
+            Row(f"{env_id} training's rate as a share of its env alone's steps/s", "%", [share["rlcli"]],
+                [share["SB3"]])]
 
 
 def measure_env_alone(ctx: Context, section: Section, env_id: str, seed: int, rlcli_envs: int, sb3_envs: int) -> None:
@@ -1299,19 +1309,19 @@ def bench_cartpole(ctx: Context) -> Section:
 
 
 def bench_hopper_ppo(ctx: Context) -> Section:
-    """Hopper-v5 PPO, each side tuned (rlcli's mujoco group, the zoo's Hopper entry): env steps/s."""
+    """Hopper-v5 PPO, each side tuned (rlcli's mujoco group, the zoo's Hopper entry): transitions/s."""
     section, budget = Section("hopper-ppo"), ctx.budgets.hopper_ppo_steps
     for seed in ctx.seeds:
-        ours = measure(ctx, section, "train", "rlcli", seed, "sps", "steps/s",
+        ours = measure(ctx, section, "train", "rlcli", seed, "tps", "transitions/s",
                        lambda seed=seed: run_worker("rlcli-hopper-ppo", seed, env="Hopper-v5", steps=budget,
                                                     quick=ctx.quick))
         add_setup(section, seed, ours)
-        theirs = measure(ctx, section, "train", "SB3", seed, "sps", "steps/s",
+        theirs = measure(ctx, section, "train", "SB3", seed, "tps", "transitions/s",
                          lambda seed=seed: run_worker("sb3-hopper-ppo", seed, env="Hopper-v5", steps=budget,
                                                       quick=ctx.quick))
         measure_env_alone(ctx, section, "Hopper-v5", seed, ours["n_envs"], theirs["n_envs"])
     section.rows += [
-        Row(f"Hopper-v5 PPO, each tuned: env steps/s over {budget:,} steps", "steps/s",
+        Row(f"Hopper-v5 PPO, each tuned: transitions/s over {budget:,} steps", "transitions/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 5)),
         setup_row(section),
         *env_rows(section, "Hopper-v5", "train"),
@@ -1320,30 +1330,30 @@ def bench_hopper_ppo(ctx: Context) -> Section:
 
 
 def bench_hopper_ppo_same(ctx: Context) -> Section:
-    """Hopper-v5 PPO with identical hyperparameters (rlcli's mujoco group): env steps/s; rlcli also on
+    """Hopper-v5 PPO with identical hyperparameters (rlcli's mujoco group): transitions/s; rlcli also on
     its gymnasium backend, which separates the env backend's share of the gain from the engine's."""
     section, budget = Section("hopper-ppo-same"), ctx.budgets.hopper_ppo_steps
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-hopper-ppo-same"), ("SB3", "sb3-hopper-ppo-same")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            result = measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env="Hopper-v5", steps=budget,
                                                                          quick=ctx.quick))
             add_steady(section, side, seed, result)
             if side == "rlcli":
                 add_setup(section, seed, result)
-        measure(ctx, section, "train gymnasium", "rlcli", seed, "sps", "steps/s",
+        measure(ctx, section, "train gymnasium", "rlcli", seed, "tps", "transitions/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
                                              backend="gymnasium", quick=ctx.quick))
-        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+        measure(ctx, section, "train bf16", "rlcli", seed, "tps", "transitions/s",
                 lambda seed=seed: run_worker("rlcli-hopper-ppo-same", seed, env="Hopper-v5", steps=budget,
                                              precision="bf16", quick=ctx.quick))
     sb3 = values(section, "train", "SB3")
     section.rows += [
-        Row(f"Hopper-v5 PPO, same hyperparameters: env steps/s over {budget:,} steps", "steps/s",
+        Row(f"Hopper-v5 PPO, same hyperparameters: transitions/s over {budget:,} steps", "transitions/s",
             values(section, "train", "rlcli"), sb3, Goal(">=", 2)),
         steady_row(section),
         setup_row(section),
-        Row("the same, rlcli with --backend gymnasium (SB3 unchanged)", "steps/s",
+        Row("the same, rlcli with --backend gymnasium (SB3 unchanged)", "transitions/s",
             values(section, "train gymnasium", "rlcli"), sb3),
         bf16_row(section, sb3),
     ]
@@ -1372,7 +1382,7 @@ def bench_hopper_sac(ctx: Context) -> Section:
             "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         Row("Hopper-v5 SAC: gradient steps/s in the same window", "steps/s",
             values(section, "updates/s", "rlcli"), values(section, "updates/s", "SB3")),
-        bf16_row(section, values(section, "train", "SB3"), "transitions/s"),
+        bf16_row(section, values(section, "train", "SB3")),
     ]
     return section
 
@@ -1449,22 +1459,22 @@ def bench_hopper_td3(ctx: Context) -> Section:
 
 
 def bench_pong(ctx: Context) -> Section:
-    """Pong PPO with the Nature CNN and CleanRL's hyperparameters on both sides: env steps/s."""
+    """Pong PPO with the Nature CNN and CleanRL's hyperparameters on both sides: transitions/s."""
     section, budget = Section("pong"), ctx.budgets.pong_steps
     for seed in ctx.seeds:
         for side, worker in (("rlcli", "rlcli-pong"), ("SB3", "sb3-pong")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            result = measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env=RLCLI_PONG_ID,
                                                                          steps=budget, quick=ctx.quick))
             add_steady(section, side, seed, result)
             if side == "rlcli":
                 add_setup(section, seed, result)
-        measure(ctx, section, "train bf16", "rlcli", seed, "sps", "steps/s",
+        measure(ctx, section, "train bf16", "rlcli", seed, "tps", "transitions/s",
                 lambda seed=seed: run_worker("rlcli-pong", seed, env=RLCLI_PONG_ID, steps=budget, quick=ctx.quick,
                                              precision="bf16"))
     section.rows += [
         Row(f"Pong PPO, Nature CNN, same hyperparameters (CleanRL{'; --quick: 32 steps, 1 epoch' if ctx.quick else ''})"
-            f": env steps/s over {budget:,} steps", "steps/s",
+            f": transitions/s over {budget:,} steps", "transitions/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 2)),
         steady_row(section),
         setup_row(section),
@@ -1504,19 +1514,19 @@ def train_both_sides(ctx: Context, section: Section, name: str, env: str, steps:
     """Each seed's ``train`` measurement of the workers ``rlcli-NAME`` and ``sb3-NAME``, with its steady rate."""
     for seed in ctx.seeds:
         for side, worker in (("rlcli", f"rlcli-{name}"), ("SB3", f"sb3-{name}")):
-            result = measure(ctx, section, "train", side, seed, "sps", "steps/s",
+            result = measure(ctx, section, "train", side, seed, "tps", "transitions/s",
                              lambda seed=seed, worker=worker: run_worker(worker, seed, env=env, steps=steps, **options))
             add_steady(section, side, seed, result)
 
 
 def bench_masked(ctx: Context) -> Section:
     """MaskedChoice-v0 PPO with an action mask, identical hyperparameters, against sb3-contrib's
-    MaskablePPO: env steps/s, and the final training return of each side's run."""
+    MaskablePPO: transitions/s, and the final training return of each side's run."""
     section, budget = Section("masked"), ctx.budgets.masked_steps
     train_both_sides(ctx, section, "masked", MASKED_ID, budget)
     section.rows += [
-        Row(f"{MASKED_ID} masked PPO (sb3-contrib MaskablePPO), same hyperparameters: env steps/s over "
-            f"{budget:,} steps", "steps/s", values(section, "train", "rlcli"), values(section, "train", "SB3"),
+        Row(f"{MASKED_ID} masked PPO (sb3-contrib MaskablePPO), same hyperparameters: transitions/s over "
+            f"{budget:,} steps", "transitions/s", values(section, "train", "rlcli"), values(section, "train", "SB3"),
             Goal(">=", 3)),
         steady_row(section),
     ]
@@ -1525,12 +1535,12 @@ def bench_masked(ctx: Context) -> Section:
 
 def bench_recurrent(ctx: Context) -> Section:
     """CartPoleNoVel-v1 PPO with an LSTM, identical hyperparameters, against sb3-contrib's RecurrentPPO:
-    env steps/s (each side's own thread defaults)."""
+    transitions/s (each side's own thread defaults)."""
     section, budget = Section("recurrent"), ctx.budgets.recurrent_steps
     train_both_sides(ctx, section, "recurrent", RECURRENT_ID, budget, quick=ctx.quick)
     section.rows += [
         Row(f"{RECURRENT_ID} recurrent PPO, LSTM 64 (sb3-contrib RecurrentPPO), same hyperparameters"
-            f"{' (--quick: 1 epoch)' if ctx.quick else ''}: env steps/s over {budget:,} steps", "steps/s",
+            f"{' (--quick: 1 epoch)' if ctx.quick else ''}: transitions/s over {budget:,} steps", "transitions/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 5)),
         steady_row(section),
     ]
@@ -1539,12 +1549,12 @@ def bench_recurrent(ctx: Context) -> Section:
 
 def bench_multiagent(ctx: Context) -> Section:
     """simple_spread shared-parameter PPO, identical hyperparameters, against SB3 PPO on SuperSuit's
-    parameter-sharing vector env: agent steps/s (env steps/s x 3)."""
+    parameter-sharing vector env: agent transitions/s (env transitions/s x 3)."""
     section, budget = Section("multiagent"), ctx.budgets.mpe_steps
     train_both_sides(ctx, section, "mpe", MPE_ID, budget)
     section.rows += [
         Row(f"{MPE_ID} shared-parameter PPO, 3 agents (SB3 PPO on SuperSuit's parameter-sharing vector env), "
-            f"same hyperparameters: agent steps/s over {budget:,} agent steps", "steps/s",
+            f"same hyperparameters: agent transitions/s over {budget:,} agent steps", "transitions/s",
             values(section, "train", "rlcli"), values(section, "train", "SB3"), Goal(">=", 3)),
         steady_row(section),
     ]

@@ -107,6 +107,15 @@ def test_same_hyperparameter_sections_run_the_same_workload_on_both_sides(report
     assert (ours["n_envs"], theirs["n_envs"]) == (8, 24) and ours["steps"] == theirs["steps"]
     assert (ours["backend"], theirs["backend"]) == ("pettingzoo", "ConcatVecEnv")
 
+    # the PPO rows compare transitions/s: rlcli's steps less its reset rows (a masked episode lasts 16 steps at
+    # most, so a 1,000-step run has some), every one of SB3's steps (its vector envs reset inside the ending step)
+    for name in ("hopper-ppo", "hopper-ppo-same", "pong", "masked", "recurrent", "multiagent"):
+        ours, theirs = (runs(sections[name], "train", side)[0]["result"] for side in ("rlcli", "SB3"))
+        assert 0 < ours["transitions"] <= ours["steps"] and theirs["transitions"] == theirs["steps"], name
+        assert ours["tps"] == pytest.approx(ours["transitions"] / ours["seconds"]), name
+    ours = runs(masked, "train", "rlcli")[0]["result"]
+    assert ours["transitions"] < ours["steps"]
+
     sac = sections["hopper-sac"]
     ours, theirs = runs(sac, "train", "rlcli")[0]["result"], runs(sac, "train", "SB3")[0]["result"]
     assert ours["window"] == theirs["window"]
