@@ -178,10 +178,10 @@ class PrioritizedFrameReplayBuffer(Priorities, FrameReplayBuffer):
                  beta_start: float = 0.4, eps: float = 1e-6) -> None:
         FrameReplayBuffer.__init__(self, capacity, obs_shape, n_envs, action_dim, device, n_step, gamma)
         Priorities.__init__(self, self.slots * n_envs, device, alpha, beta_start, eps)
-        self._envs = torch.arange(n_envs, device=device)
 
-    def _places(self, step: int) -> torch.Tensor:
-        return (step % self.slots) * self.n_envs + self._envs
+    def _set_step(self, step: int, priorities: torch.Tensor) -> None:
+        """The places of step ``step``'s transitions, one per env and side by side, take ``priorities``."""
+        self.tree.set_run((step % self.slots) * self.n_envs, priorities)
 
     def add_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
                  terminated: torch.Tensor, ended: torch.Tensor, real: torch.Tensor) -> None:
@@ -190,14 +190,14 @@ class PrioritizedFrameReplayBuffer(Priorities, FrameReplayBuffer):
         self.begin(obs)
         zero = torch.zeros(self.n_envs, dtype=torch.float64, device=self.device)
         for gap in range(skipped, self.t):  # a restart's gap: old transitions' places
-            self.tree.set(self._places(gap), zero)
+            self._set_step(gap, zero)
         step = self.t
         super().add_step(obs, actions, rewards, next_obs, terminated, ended, real)
         new = self.new_priority(self.n_envs)
-        self.tree.set(self._places(step), torch.where(real, new, torch.zeros_like(new)))
-        self.tree.set(self._places(step + 1), torch.zeros_like(new))  # an old transition's place, written over
+        self._set_step(step, torch.where(real, new, torch.zeros_like(new)))
+        self._set_step(step + 1, zero)  # an old transition's place, written over
         for lost in range(first, self.first_sampled_step()):  # stacks whose first frames were written over
-            self.tree.set(self._places(lost), torch.zeros_like(new))
+            self._set_step(lost, zero)
 
     def sample(self, batch_size: int, progress: float = 0.0) -> ReplayBatch:
         """Stratified by priority (``Priorities.draw``)."""
@@ -216,4 +216,4 @@ class PrioritizedFrameReplayBuffer(Priorities, FrameReplayBuffer):
         super().load_state_tensors(tensors)
         places = torch.arange(len(self.tree.leaves), device=self.device)
         self.tree.set(places, tensors["priority"].to(self.device))
-        self.max_priority = tensors["max_priority"].to(self.device, torch.float64)
+        self._set_max_priority(tensors["max_priority"].to(self.device, torch.float64))

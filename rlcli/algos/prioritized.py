@@ -33,6 +33,14 @@ class SumTree:
         touched = index // self.block
         self.sums[touched] = self.leaves.view(self.blocks, self.block)[touched].sum(-1)
 
+    def set_run(self, start: int, values: torch.Tensor) -> None:
+        """Leaves ``start`` to ``start + len(values)`` (within the tree) take ``values``: ``set`` over a run of
+        places, as slices (a replay's append: half the time of an index for one row a step)."""
+        end = start + values.shape[0]
+        self.leaves[start:end] = values
+        first, last = start // self.block, (end - 1) // self.block
+        self.sums[first:last + 1] = self.leaves.view(self.blocks, self.block)[first:last + 1].sum(-1)
+
     def get(self, index: torch.Tensor) -> torch.Tensor:
         return self.leaves[index]
 
@@ -58,10 +66,15 @@ class Priorities:
         self.alpha, self.beta_start, self.eps = alpha, beta_start, eps
         self.tree = SumTree(places, device)
         self.max_priority = torch.ones((), dtype=torch.float64, device=device)
+        self._newest = self.max_priority.pow(alpha)  # what a new place takes, computed when the largest changes
 
     def new_priority(self, n: int) -> torch.Tensor:
         """[n]: what a new transition's place takes, the largest priority so far."""
-        return self.max_priority.pow(self.alpha).expand(n)
+        return self._newest.expand(n)
+
+    def _set_max_priority(self, value: torch.Tensor) -> None:
+        self.max_priority = value
+        self._newest = value.pow(self.alpha)
 
     def draw(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Stratified: one place from each of ``batch_size`` equal slices of the total priority, and the
@@ -83,7 +96,7 @@ class Priorities:
     def update_priorities(self, index: torch.Tensor, errors: torch.Tensor) -> None:
         """Places ``index`` take priority ``(|error| + eps) ** alpha``."""
         priorities = errors.detach().abs().to(torch.float64) + self.eps
-        self.max_priority = torch.maximum(self.max_priority, priorities.max())
+        self._set_max_priority(torch.maximum(self.max_priority, priorities.max()))
         self.tree.set(index, priorities.pow(self.alpha))
 
 
@@ -99,9 +112,12 @@ class PrioritizedReplayBuffer(Priorities, ReplayBuffer):
 
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
             terminated: torch.Tensor, discounts: torch.Tensor | None = None) -> None:
-        places = (self.pos + torch.arange(obs.shape[0], device=self.device)) % self.capacity
+        start, k = self.pos, obs.shape[0]
         super().add(obs, actions, rewards, next_obs, terminated, discounts)
-        self.tree.set(places, self.new_priority(len(places)))
+        if start + k <= self.capacity:
+            self.tree.set_run(start, self.new_priority(k))
+        else:
+            self.tree.set((start + torch.arange(k, device=self.device)) % self.capacity, self.new_priority(k))
 
     def sample(self, batch_size: int, progress: float = 0.0) -> ReplayBatch:
         """Stratified by priority (``Priorities.draw``)."""
@@ -119,6 +135,6 @@ class PrioritizedReplayBuffer(Priorities, ReplayBuffer):
         places = torch.arange(self.size, device=self.device)
         if "priority" in tensors:
             self.tree.set(places, tensors["priority"].to(self.device))
-            self.max_priority = tensors["max_priority"].to(self.device, torch.float64)
+            self._set_max_priority(tensors["max_priority"].to(self.device, torch.float64))
         else:  # a buffer saved without priorities: every row as new
             self.tree.set(places, self.new_priority(self.size))

@@ -53,6 +53,17 @@ def test_the_sum_tree_holds_each_blocks_sum_and_finds_the_leaf_a_mass_falls_in()
     assert big.find(torch.tensor([0.0, 5e-7, 1e-6, 0.5])).tolist() == [0, 0, 999_999, 999_999]
 
 
+def test_a_run_of_places_sets_the_tree_as_their_index_does():
+    # a replay's append writes a run of places: its slices must leave the leaves and block sums to the bit
+    generator = torch.Generator().manual_seed(0)
+    runs, indexed = SumTree(1_000, torch.device("cpu")), SumTree(1_000, torch.device("cpu"))  # blocks of 32
+    for start, k in ((0, 1), (31, 2), (100, 64), (990, 10), (500, 1), (0, 1_000)):
+        values = torch.rand(k, generator=generator, dtype=torch.float64)
+        runs.set_run(start, values)
+        indexed.set(torch.arange(start, start + k), values)
+        assert torch.equal(runs.leaves, indexed.leaves) and torch.equal(runs.sums, indexed.sums), (start, k)
+
+
 def _buffer(n, alpha=1.0, beta=0.5):
     buffer = PrioritizedReplayBuffer(n, (1,), 1, torch.device("cpu"), alpha=alpha, beta_start=beta, eps=0.0)
     rows = torch.arange(n, dtype=torch.float32).unsqueeze(1)
