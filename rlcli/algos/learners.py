@@ -383,8 +383,8 @@ class OffPolicyLearner:
         self.learning_from = max(min(cfg.learning_starts + 1, self.buffer.capacity), cfg.batch_size)
 
     def iterate(self, step: int) -> tuple[int, dict[str, float]]:
-        """Returns (env steps taken, mean metrics of the gradient steps made, their count and the steps that
-        were transitions, not reset rows); raises NonFiniteEnvOutput where the env returned a NaN or an infinity."""
+        """Returns (env steps taken, mean metrics of the gradient steps made, their count and the transitions
+        stored); raises NonFiniteEnvOutput where the env returned a NaN or an infinity."""
         agent, cfg, env, dev = self.agent, self.cfg, self.env, self.device
         n = env.num_envs
         means = MetricMeans()
@@ -392,7 +392,6 @@ class OffPolicyLearner:
         # where this iteration's transitions lie (the frame buffer finds them by step)
         first_row = 0 if isinstance(self.buffer, FrameReplayBuffer) else self.buffer.pos
         stored_each: list[int] = []
-        resets: np.ndarray | torch.Tensor | int = 0  # reset rows stepped: env steps that were no transition
         while taken < cfg.log_every:
             obs = torch.as_tensor(self.obs, device=dev)
             agent.observe(obs, torch.as_tensor(~self.prev_done, device=dev))
@@ -401,7 +400,6 @@ class OffPolicyLearner:
             else:
                 actions = self.arrays.env_actions(agent.act(obs))
             result = env.step(actions)
-            resets = resets + self.prev_done.sum()
             stored_each.append(self._store(obs, actions, result))
             self.prev_done = result.terminated | result.truncated
             self.obs = result.obs
@@ -412,7 +410,8 @@ class OffPolicyLearner:
                     with torch_threads(self.plan.updating):
                         n_updates += self._update(means, step)
         self._check_env_output(first_row, stored_each, step)
-        return taken, {"charts/gradient_steps": float(n_updates), "charts/transitions": taken - float(resets),
+        # the steps that were transitions (none of them a reset row), as stored: with n-step returns, as completed
+        return taken, {"charts/gradient_steps": float(n_updates), "charts/transitions": float(sum(stored_each)),
                        **means.means()}
 
     def _store(self, obs: torch.Tensor, actions: np.ndarray | torch.Tensor, result: StepResult) -> int:
