@@ -65,14 +65,14 @@ class Priorities:
     def __init__(self, places: int, device: torch.device, alpha: float, beta_start: float, eps: float) -> None:
         self.alpha, self.beta_start, self.eps = alpha, beta_start, eps
         self.tree = SumTree(places, device)
-        self.max_priority = torch.ones((), dtype=torch.float64, device=device)
-        self._newest = self.max_priority.pow(alpha)  # what a new place takes, computed when the largest changes
+        self._set_max_priority(torch.ones((), dtype=torch.float64, device=device))
 
     def new_priority(self, n: int) -> torch.Tensor:
         """[n]: what a new transition's place takes, the largest priority so far."""
         return self._newest.expand(n)
 
     def _set_max_priority(self, value: torch.Tensor) -> None:
+        """The largest priority so far, and what a new place takes, computed once here rather than at each add."""
         self.max_priority = value
         self._newest = value.pow(self.alpha)
 
