@@ -146,11 +146,12 @@ class DeviceTensors:
 def random_actions(space: gym.Space, arrays: StepArrays[ArrayT], n: int, obs: ArrayT, mask_columns: list[int]
                    ) -> ArrayT:
     """``n`` uniform random actions drawn on ``arrays``' side: a Box's within its bounds, a Discrete's among its
-    choices (those the action mask in ``obs``' ``mask_columns`` allows, where the env publishes one)."""
+    choices, numbered from 0 as the agents number them (those the action mask in ``obs``' ``mask_columns``
+    allows, where the env publishes one)."""
     if isinstance(space, gym.spaces.Discrete):
         if mask_columns:
             allowed = obs[:, mask_columns] > 0.5
-            return int(space.start) + (arrays.random((n, int(space.n))) * allowed).argmax(-1)
-        return int(space.start) + arrays.integers(space.n, n)
+            return (arrays.random((n, int(space.n))) * allowed).argmax(-1)
+        return arrays.integers(space.n, n)
     assert isinstance(space, gym.spaces.Box), space  # off-policy algorithms act in Discrete or Box spaces
     return arrays.uniform(space.low, space.high, n)

@@ -167,6 +167,16 @@ def float32_space(space: gym.Space) -> gym.Space:
     return space
 
 
+def numbered_from_zero(space: gym.Space) -> tuple[gym.Space, int | np.ndarray | None]:
+    """``space`` with its choices numbered from 0, as every algorithm here numbers them, and what the env's own
+    numbering adds to an action (gymnasium's ``Discrete(n, start=s)``); None where it starts at 0."""
+    if isinstance(space, gym.spaces.Discrete) and int(space.start) != 0:
+        return gym.spaces.Discrete(int(space.n)), int(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete) and np.any(space.start != 0):
+        return gym.spaces.MultiDiscrete(space.nvec, dtype=space.dtype), space.start.copy()
+    return space, None
+
+
 def float32_obs(obs: np.ndarray) -> np.ndarray:
     return obs.astype(np.float32) if obs.dtype == np.float64 else obs
 

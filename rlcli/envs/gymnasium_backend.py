@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcli.envs.atari import make_atari_env
-from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space, make_gym_env
+from rlcli.envs.base import StepResult, creation_error, float32_obs, float32_space, make_gym_env, numbered_from_zero
 from rlcli.envs.layout import ObsFlattener, ObsLayout, flat_space, layout_of
 from rlcli.envs.snapshot import Snapshot, capture, restore
 from rlcli.errors import UsageError
@@ -76,14 +76,14 @@ class GymnasiumVecEnv:
         self._seed = seed
         self._atari = atari
         self.num_envs = num_envs
-        self.single_action_space = self._env.single_action_space
+        self.single_action_space, self.action_start = numbered_from_zero(self._env.single_action_space)
         self.obs_layout: ObsLayout | None = layout_of(self._env.single_observation_space,
                                                       self._info_mask_width(), self.single_action_space)
         # None: a Box without a mask, passed on as it is, as before Dict observations were taken
         self._flatten = None if self.obs_layout is None else ObsFlattener(self.obs_layout, self.single_action_space)
         self.single_observation_space = float32_space(self._env.single_observation_space) \
             if self.obs_layout is None else flat_space(self.obs_layout)
-        self._env.single_action_space.seed(seed)
+        self.single_action_space.seed(seed)
 
     def _info_mask_width(self) -> int | None:
         """Entries of the ``action_mask`` the env publishes in ``info``, None where it publishes none: read
@@ -103,6 +103,8 @@ class GymnasiumVecEnv:
         return self._observation(obs, info)
 
     def step(self, actions: np.ndarray) -> StepResult:
+        if self.action_start is not None:
+            actions = actions + self.action_start
         obs, reward, terminated, truncated, info = self._env.step(actions)
         if self._atari:
             raw_reward = info.get("raw_reward", np.zeros(self.num_envs)).astype(np.float32)

@@ -106,6 +106,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
         check_exportable(getattr(agent, "net", None))
         obs_space, action_space, backend = env.single_observation_space, env.single_action_space, env.backend
+        action_start = getattr(env, "action_start", None)  # gymnasium's Discrete(n, start) alone has one
         steps = math.ceil(max(CHECK_STEPS, 2 * check_batch) / CHECK_ENVS)
         with torch.random.fork_rng():
             torch.manual_seed(CHECK_SEED)
@@ -144,6 +145,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         staging.unlink(missing_ok=True)
 
     spec = _spec(loaded, fmt, out, module, obs_space, action_space, max_diff, near_ties, n_checked, best)
+    spec["action_space"] |= _action_start(action_start)
     if actor_inputs is not None:  # the obs input's keys and the mask, then the state as _spec describes it
         described = actor_inputs.describe()
         spec.update({**described, "inputs": described["inputs"] + spec["inputs"][1:]})
@@ -469,6 +471,14 @@ def _describe_action_space(space: gym.Space, module: nn.Module) -> dict[str, Any
     bounds = {name: [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).ravel()]
               for name, values in (("low", space.low), ("high", space.high))}
     return {"type": "box", "shape": [int(d) for d in space.shape], **bounds, "output": module.continuous_output}
+
+
+def _action_start(start: int | np.ndarray | None) -> dict[str, Any]:
+    """What a deployment adds to the output, where the env numbers its choices from ``start``, not 0."""
+    if start is None:
+        return {}
+    return {"start": np.asarray(start).tolist(),
+            "numbering": "the output counts from 0; the env's action is it plus start"}
 
 
 def _onnx_versions() -> dict[str, str]:

@@ -129,6 +129,15 @@ def test_the_c51_projection_moves_each_atom_by_the_bellman_operator_and_splits_i
                                                    torch.tensor([0.5])), torch.tensor([[0.0, 0.0, 0.25, 0.0, 0.75]]))
 
 
+def test_the_c51_projection_keeps_the_top_of_an_uneven_support_on_its_last_atom():
+    # (200 + 10) / (210 / 50) is 50.0000038 in float32: unclamped, its ceil indexed a 52nd atom
+    support = torch.linspace(-10.0, 200.0, 51)
+    probs = torch.full((2, 51), 1 / 51)
+    out = categorical_targets(torch.tensor([3.0, 250.0]), torch.tensor([0.0, 1.0]), probs, support, 0.99)
+    torch.testing.assert_close(out.sum(-1), torch.ones(2))
+    assert out[0, -1] > 0 and out[1, -1] == 1.0  # a terminal reward above v_max: all of it on the top atom
+
+
 def test_a_distributional_q_value_is_its_distributions_mean():
     torch.manual_seed(0)
     net = QNetwork((4,), 3, (8,), "relu", dueling=True, atoms=5, v_min=-2.0, v_max=2.0)
@@ -250,6 +259,10 @@ def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_o
             actions = agent.act(obs)
             assert allowed.gather(1, actions.unsqueeze(1)).all()
     assert allowed.gather(1, agent.policy()(obs).unsqueeze(1)).all()  # the greedy (evaluated, exported) one
+    with torch.no_grad():  # what export's parity check reads: the allowed actions' values, the masked far below
+        log_probs = agent.policy().action_log_probs(obs)[0]
+    assert torch.equal(log_probs.argmax(-1), agent.policy()(obs))
+    assert (log_probs.masked_select(~allowed) < -1e30).all()
     # the target's max: each row's next state allows its first action alone, whatever the values say
     next_obs = torch.cat([obs[:, :8], torch.nn.functional.one_hot(torch.zeros(64, dtype=torch.long), 8).float()], 1)
     with torch.no_grad():
@@ -403,3 +416,30 @@ def test_the_qr_dqn_preset_sets_the_papers_values_over_the_atari_group():
     cfg = resolve("dqn", "Breakout-v5", config_file="qr-dqn").algo
     assert (cfg.trunk, cfg.quantiles, cfg.atoms, cfg.double_q) == ("cnn", 200, 1, False)
     assert (cfg.learning_rate, cfg.adam_eps, cfg.steps) == (5e-5, 3.125e-4, 2_500_000)
+
+
+class _CartPoleFromOne(gym.Wrapper):
+    """CartPole with its actions numbered 1 and 2 (gymnasium's ``Discrete(2, start=1)``); any other is refused."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.action_space = gym.spaces.Discrete(2, start=1)
+
+    def step(self, action):
+        assert action in (1, 2), action
+        return self.env.step(int(action) - 1)
+
+
+gym.register("CartPoleFromOne-v0", entry_point=_CartPoleFromOne)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_an_env_numbering_its_actions_from_one_gets_them_so_from_every_agent(algo, tmp_path):
+    # the agents number choices from 0; the env layer adds the env's start, before and after learning starts
+    budget = ["--steps", "600", "-p", "learning_starts=200", "-p", "batch_size=32"] if algo == "dqn" else \
+        ["--steps", "512", "-p", "n_envs=2", "-p", "n_steps=128", "-p", "minibatch_size=64"]
+    output = train_evaluate_export(tmp_path, ["CartPoleFromOne-v0", "--algo", algo, "--backend", "gymnasium",
+                                              "--seed", "1", "--eval-every", "0", *budget])
+    assert "max |Δaction| = 0" in output
+    spec = json.loads((tmp_path / "exported.json").read_text())["action_space"]
+    assert (spec["n"], spec["start"]) == (2, 1)  # a deployment adds it to the file's output

@@ -198,5 +198,7 @@ class GreedyPolicy(nn.Module):
         return self.mask(self.q(self.obs_norm(obs)), obs).argmax(-1)
 
     def action_log_probs(self, obs: torch.Tensor) -> list[torch.Tensor]:
-        """The values as log-softmax: their argmax and the gaps between them, which a near tie is read from."""
-        return [F.log_softmax(self.q(self.obs_norm(obs.float())), dim=-1)]
+        """The allowed actions' values as log-softmax (a masked one at the lowest float's): their argmax and the
+        gaps between them, which a near tie is read from."""
+        obs = obs.float()
+        return [F.log_softmax(self.mask(self.q(self.obs_norm(obs)), obs), dim=-1)]

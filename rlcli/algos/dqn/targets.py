@@ -49,7 +49,9 @@ def categorical_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_pr
     v_min, v_max = float(support[0]), float(support[-1])
     spacing = (v_max - v_min) / (support.numel() - 1)
     moved = (rewards.unsqueeze(-1) + (gamma * (1.0 - terminated)).unsqueeze(-1) * support).clamp(v_min, v_max)
-    position = (moved - v_min) / spacing
+    # in float32 the top of the support can land a hair past the last atom ((200 + 10) / 4.2 = 50.0000038):
+    # its ceil would index one atom too many
+    position = ((moved - v_min) / spacing).clamp(max=support.numel() - 1)
     lower, upper = position.floor().long(), position.ceil().long()
     exact = (lower == upper).to(next_probs.dtype)  # on an atom: all of it there
     out = torch.zeros_like(next_probs)
