@@ -166,13 +166,17 @@ class EvalConfig(Frozen):
     deterministic: bool = True
 
 
+# the largest seed: envpool takes int32 seeds
+MAX_SEED = 2**31 - 1
+
+
 class RunConfig(Frozen):
     """Everything that defines a training run; saved fully resolved as ``config.yaml`` and read back with
     ``rlcli.algos.run_config``, which validates ``algo`` by its algorithm's own model."""
 
     env: EnvConfig
     algo: SerializeAsAny[AlgoConfig]
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch intra-op threads; None chooses per algorithm (rlcli.training.agents.thread_plan)
     torch_threads: Annotated[int, Field(gt=0)] | None = None

@@ -55,7 +55,9 @@ def gpu_of(local_rank: int, local_size: int, gpus: int, mapped: bool = False) ->
         return local_rank % gpus
     if local_size > gpus:
         raise UsageError(f"{local_size} processes on this machine training on CUDA need a GPU each, and torch "
-                         f"sees {gpus}: train with --nproc {gpus} (or fewer), or on the CPU with --device cpu")
+                         f"sees {gpus}: train with --nproc {gpus} (or fewer), or on the CPU with --device cpu"
+                         if gpus else f"{local_size} processes on this machine training on CUDA need a GPU each, "
+                         "and torch sees none: train on the CPU with --device cpu")
     return local_rank
 
 

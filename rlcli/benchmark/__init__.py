@@ -24,6 +24,7 @@ from rlcli.benchmark.plan import (
 )
 from rlcli.benchmark.report import BOOTSTRAP_REPS, compare, write_report
 from rlcli.benchmark.results import RunResult, collect_results, load_results, write_results
+from rlcli.runs.folders import writable_folder
 
 __all__ = ["BenchmarkInterrupted", "BenchmarkPlan", "Report", "RunRecord", "RunResult", "RunSpec", "RunStatus",
            "TrainOptions", "compare", "default_workers", "execute", "load_results", "load_suites",
@@ -42,7 +43,7 @@ def make_report(directory: Path, out: Path | None = None, reps: int = BOOTSTRAP_
     results table and the report into ``out`` (default: ``directory``)."""
     results = load_results(directory)
     out = out or directory
-    out.mkdir(parents=True, exist_ok=True)
+    writable_folder(out)
     results_csv, results_json = write_results(out, results)
     return Report(results, results_csv, results_json, write_report(results, out, reps))
 

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 
 from rlcli.algos import resolve
 from rlcli.algos.threads import available_cores
-from rlcli.config import BackendName, Frozen, RunConfig, data_dir, deep_merge, parse_overrides
+from rlcli.config import MAX_SEED, BackendName, Frozen, RunConfig, data_dir, deep_merge, parse_overrides
 from rlcli.envs import make_vec_env
 from rlcli.errors import UsageError
 from rlcli.share.names import safe_name
@@ -149,6 +149,8 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
         raise UsageError("--seeds needs at least one seed")
     if any(seed < 0 for seed in seeds):
         raise UsageError(f"--seeds must be 0 or more (environments refuse negative seeds), got {min(seeds)}")
+    if any(seed > MAX_SEED for seed in seeds):
+        raise UsageError(f"--seeds must be at most {MAX_SEED} (envpool's seeds are 32-bit), got {max(seeds)}")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if directory is not None:

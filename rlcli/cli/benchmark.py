@@ -30,6 +30,7 @@ from rlcli.benchmark import (
 from rlcli.cli.app import app
 from rlcli.cli.options import Backend, Device
 from rlcli.errors import UsageError
+from rlcli.runs.folders import writable_folder
 
 MULTI_VALUE = ("--envs", "-e", "--algo", "-a", "--seeds", "-s")
 DEFAULT_SEEDS = [0, 1, 2]
@@ -189,6 +190,6 @@ def compare_command(
 ) -> None:
     text = compare(load_results(dir_a), load_results(dir_b), str(dir_a), str(dir_b))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        writable_folder(out.parent)
         out.write_text(text + "\n")
     _say(text)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from rlcli.algos import DEFAULT, REGISTRY
+from rlcli.config import MAX_SEED
 
 
 class Backend(str, Enum):
@@ -34,4 +35,4 @@ Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes
 Deterministic = Annotated[bool, typer.Option("--deterministic/--stochastic",
                                              help="Take the policy's mode, or sample from it.")]
 Best = Annotated[bool, typer.Option("--best", help="Use the best evaluated model, not the last.")]
-Seed = Annotated[int, typer.Option("--seed", help="Seed of the evaluation environments.")]
+Seed = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the evaluation environments.")]

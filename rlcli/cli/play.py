@@ -3,6 +3,7 @@ game against it in the terminal."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -24,7 +25,9 @@ def play(
     deterministic: Deterministic = True,
     best: Best = False,
     seed: Seed = 0,
-    video: Annotated[Optional[Path], typer.Option(help="Write an mp4 here instead of a window.")] = None,
+    video: Annotated[Optional[Path], typer.Option(
+        help="Write an mp4 here instead of a window (without a display: play.mp4 here, or play-2.mp4, ... "
+             "where that exists).", show_default=False)] = None,
     human: Annotated[bool, typer.Option("--human", help="Play a turn-based game against the agent here.")] = False,
     seat: Annotated[int, typer.Option(min=1, help="Your seat with --human: 1 moves first.")] = 1,
     opponent: Annotated[Optional[str], typer.Option(
@@ -45,7 +48,7 @@ def play(
     headless = video is not None or not os.environ.get("DISPLAY")
     if headless:
         render_off_screen()
-        video = video or Path("play.mp4")
+        video = video or unused_name(Path("play.mp4"))  # never a file the user did not name
         check_video_path(video)  # before the episodes, which may take minutes
     against = None if opponent is None else opponent if opponent in FIXED else RunDir.open(resolve_run(opponent))
     with frame_counter(headless) as counted:
@@ -58,6 +61,12 @@ def play(
         assert played.fps is not None  # rendered off-screen: it has a rate
         write_mp4(video, played.frames, played.fps)
         typer.echo(f"wrote {video} ({len(played.frames)} frames, {played.fps} fps)")
+
+
+def unused_name(path: Path) -> Path:
+    """``path``, or where it exists the first of ``stem-2.suffix``, ``stem-3.suffix``, ... that does not."""
+    candidates = (path.with_name(f"{path.stem}-{n}{path.suffix}") for n in itertools.count(2))
+    return path if not path.exists() else next(p for p in candidates if not p.exists())
 
 
 def play_human(run: RunDir, seat: int, games: int, seed: int, deterministic: bool, best: bool) -> None:

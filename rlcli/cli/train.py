@@ -17,15 +17,18 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from rlcli.algos import DEFAULT, resolve, run_config
 from rlcli.algos.world import SINGLE, PeerLost, World, check_gpus, envs_per_process, join
+from rlcli.benchmark.execute import LOG as BENCHMARK_LOG
+from rlcli.benchmark.execute import RECORD as BENCHMARK_RECORD
 from rlcli.cli.app import ARGV, app
 from rlcli.cli.options import AlgoName, Backend, Device
-from rlcli.config import RunConfig, deep_merge, parse_overrides
+from rlcli.config import MAX_SEED, RunConfig, deep_merge, parse_overrides
 from rlcli.envs import env_group
 from rlcli.envs.registry import resolve_env_id
 from rlcli.errors import StorageError, UsageError
 from rlcli.jobs.interrupts import not_noted, term_as_interrupt
 from rlcli.runs.checkpoint import CONFIG
-from rlcli.runs.lock import RunLock
+from rlcli.runs.folders import check_own_folder
+from rlcli.runs.lock import LOCK, RunLock
 from rlcli.runs.rundir import RunDir, load_config, read_meta, shipped
 from rlcli.share.names import default_run_dir
 from rlcli.training.agents import check_distributed
@@ -72,7 +75,7 @@ def train(
     env_id: Annotated[Optional[str], typer.Argument(metavar="ENV", help="Environment id.",
                                                     show_default=False)] = None,
     algo: AlgoName = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Random seed.")] = 0,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Env steps (default: tuned).")] = None,
     n_envs: Annotated[Optional[int], typer.Option(min=1, help="Parallel envs (default: tuned).")] = None,
     params: Annotated[Optional[list[str]], typer.Option(
@@ -115,7 +118,9 @@ def train(
     request = Request(env_id, algo, seed, steps, n_envs, params, config_file, backend, run_dir, eval_every,
                       eval_episodes, env_module, resume,
                       Runtime(device and device.value, threads, env_threads, *parse_stop_at(stop_at), stop_when),
-                      None if compile_steps is None else ("on" if compile_steps else "off"))
+                      None if compile_steps is None else ("on" if compile_steps else "off"),
+                      tuple(name for name in ("seed", "eval_episodes")
+                            if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"))
     project = wandb_project if track else None
     world = join()
     try:
@@ -175,6 +180,7 @@ class Request:
     resume: Path | None
     runtime: Runtime
     compile: str | None = None  # --compile / --no-compile, which a resume may change too
+    given: tuple[str, ...] = ()  # of the options with a default, those the command line gave
 
 
 def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
@@ -182,11 +188,22 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     saved config with the settings that may change."""
     r = request
     if r.resume is not None:
-        ignored = [name for name, value in (("-p", r.params), ("--config", r.config_file), ("--backend", r.backend),
-                                            ("--n-envs", r.n_envs), ("--env-module", r.env_module)) if value]
+        elsewhere = r.run_dir is not None and r.resume.is_dir() and not shipped(r.resume) \
+            and r.run_dir.resolve() != r.resume.resolve()  # a run of one's own continues where it is
+        ignored = [name for name, value in (
+            ("-p", r.params), ("--config", r.config_file), ("--backend", r.backend), ("--n-envs", r.n_envs),
+            ("--env-module", r.env_module), ("--seed", "seed" in r.given), ("--eval-every", r.eval_every is not None),
+            ("--eval-episodes", "eval_episodes" in r.given), ("--run-dir", elsewhere)) if value]
         resume = copy_if_shipped(r.resume, r.run_dir, console)
-        cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime,
-                                              {"steps": r.steps, "compile": r.compile})
+        try:
+            cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime,
+                                                  {"steps": r.steps, "compile": r.compile}, r.resume)
+        except BaseException:
+            if resume != r.resume:  # the copy made for this command, refused: gone, so that it can be run again
+                shutil.rmtree(resume, ignore_errors=True)
+            raise
+        if resume != r.resume:
+            console.print(f"{r.resume} is a shipped agent and stays as it is: continuing a copy of it in {resume}")
         console.print(f"Resuming {cfg.env.id} ({cfg.algo.algo}) in {resume} at step {done:,}")
         return cfg, directory, done
     if r.env_id is None:
@@ -214,7 +231,6 @@ def copy_if_shipped(resume: Path, run_dir: Path | None, console: Console) -> Pat
     if target.exists():
         raise UsageError(f"{target} already exists; choose a new --run-dir for the copy of {resume}")
     shutil.copytree(resume, target, ignore=shutil.ignore_patterns("export"))
-    console.print(f"{resume} is a shipped agent and stays as it is: continuing a copy of it in {target}")
     return target
 
 
@@ -310,8 +326,11 @@ def resume_note(resumed: dict[str, Any]) -> str:
 
 
 def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: list[str],
-                   runtime: Runtime, algo_updates: dict[str, Any]) -> tuple[RunConfig, Path, int]:
-    """The config a resumed run continues with: the saved one, with the settings that may change."""
+                   runtime: Runtime, algo_updates: dict[str, Any], origin: Path | None = None
+                   ) -> tuple[RunConfig, Path, int]:
+    """The config a resumed run continues with: the saved one, with the settings that may change. ``origin``:
+    the run the messages name, where ``resume`` is a copy of it (a shipped agent's)."""
+    origin = origin or resume
     if not resume.is_dir():
         raise UsageError(f"--resume {resume}: there is no run directory there")
     run = RunDir.open(resume)
@@ -322,7 +341,7 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     if algo is not None and algo != cfg.algo.algo:
         ignored.insert(0, f"--algo ({algo}; the run trains {cfg.algo.algo})")
     if ignored:
-        raise UsageError(f"--resume continues the run as configured in {resume / CONFIG}; "
+        raise UsageError(f"--resume continues the run as configured in {origin / CONFIG}; "
                          f"drop {', '.join(ignored)} (--steps, --device, --threads, --env-threads, "
                          "--stop-at, --stop-when, --compile may change)")
     cfg = cfg.model_copy(update=runtime.updates())
@@ -330,9 +349,21 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     algo_updates = {k: v for k, v in algo_updates.items() if v is not None}  # --steps, --compile
     if algo_updates:
         cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update=algo_updates)})
+    check_steps_left(origin, run.steps, cfg.algo.steps, bool(run.meta.get("finished")), "steps" in algo_updates)
     if cfg.stop_when:
         load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
     return cfg, resume, run.steps
+
+
+def check_steps_left(resume: Path, done: int, budget: int, finished: bool, given: bool) -> None:
+    """A UsageError where a resume has nothing to train: a finished run within its budget (which would only be
+    evaluated again), or a --steps below what the run has trained."""
+    if given and budget < done:
+        raise UsageError(f"--steps {budget:,} is below the {done:,} steps {resume} has trained; give more to "
+                         "train on")
+    if finished and budget <= done:
+        raise UsageError(f"{resume} has finished: it trained {done:,} steps; give --steps above that to train on "
+                         f"(rlcli eval {resume} measures it)")
 
 
 def check_stop_opponent(cfg: RunConfig) -> None:
@@ -347,8 +378,8 @@ def check_new_run(cfg: RunConfig, directory: Path) -> None:
     if cfg.stop_when:
         load_stop_hook(cfg.stop_when)
     check_stop_opponent(cfg)
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"--run-dir {directory} is a file, not a directory; choose a new path or a directory")
+    # LOCK alone: a start that failed; a benchmark's record and log: its run, about to start
+    check_own_folder(directory, "--run-dir", (CONFIG, LOCK, BENCHMARK_RECORD, BENCHMARK_LOG), "a run's")
     if (directory / CONFIG).exists():
         raise UsageError(f"{directory} already holds a run; resume it with --resume {directory}"
                          " or choose another --run-dir")

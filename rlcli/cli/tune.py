@@ -15,6 +15,7 @@ from rich.table import Table
 from rlcli.algos import DEFAULT
 from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
+from rlcli.config import MAX_SEED
 from rlcli.training.agents import resolve_device
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
@@ -62,7 +63,8 @@ def tune(
     device: Annotated[Device, typer.Option(help="Torch device.")] = Device.auto,
     backend: Annotated[Backend, typer.Option(help="Env backend.")] = Backend.auto,
     env_module: Annotated[Optional[str], typer.Option(help="Module to import that registers env ids.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial's first run.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED,
+                                      help="Seed of the sampler and of each trial's first run.")] = 0,
     write: Annotated[bool, typer.Option("--write", help="Put the best entry into hyperparams/ALGO.yml.")] = False,
 ) -> None:
     from rlcli.tune import results, study

@@ -48,6 +48,7 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     where one is given (a loop that keeps its rollout on the device); without one, they run on the CPU behind
     numpy arrays."""
     chosen = resolve_backend(env_id, backend)
+    seed %= 2**31  # envpool's int32; a run's seed plus its steps may pass it
     if chosen == "pettingzoo":
         from rlcli.envs.pettingzoo_backend import make_pettingzoo_env
 

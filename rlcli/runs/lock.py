@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from rlcli.errors import UsageError
+from rlcli.runs.folders import writable_folder
 
 try:
     import fcntl
@@ -29,7 +30,7 @@ class RunLock:
         process trains the run."""
         if fcntl is None:
             return cls(None)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        writable_folder(run_dir, "--run-dir")
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -41,6 +42,23 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(fd)
+
+    @staticmethod
+    def held(run_dir: Path) -> bool:
+        """Whether a process trains ``run_dir`` now (asked without writing anything there)."""
+        if fcntl is None or not (run_dir / LOCK).is_file():
+            return False
+        try:
+            fd = os.open(run_dir / LOCK, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # lets a shared lock taken here go
+        return False
 
     def release(self) -> None:
         if self.fd is not None:

@@ -22,6 +22,7 @@ from rlcli.envs.snapshot import Snapshot
 from rlcli.errors import CheckpointError, UsageError
 from rlcli.runs import checkpoint
 from rlcli.runs.checkpoint import BEST_DIR, CONFIG, EVAL, META, MODEL, OPTIMIZER, REPLAY, RESUME
+from rlcli.runs.lock import RunLock
 
 HF_PREFIX = "hf://"
 
@@ -132,12 +133,14 @@ class RunDir:
         self.history: list[dict[str, Any]] = history or []
 
     @classmethod
-    def open(cls, path: Path) -> RunDir:
-        """An existing run; a CheckpointError naming what is missing or broken."""
+    def open(cls, path: Path, writer: bool = False) -> RunDir:
+        """An existing run; a CheckpointError naming what is missing or broken. ``writer``: opened by the process
+        that holds the run's lock; any other leaves the renames of a save in progress to the process saving."""
         path = Path(path)
         if not path.is_dir():
             raise CheckpointError(f"there is no run directory at {path}")
-        checkpoint.finish_renames(path)  # a save its process was killed in the middle of
+        if writer or not RunLock.held(path):
+            checkpoint.finish_renames(path)  # a save its process was killed in the middle of
         cfg = load_config(path)
         if not (path / META).is_file():
             raise CheckpointError(f"{path} holds no saved checkpoint (no {META}): train it, or resume it if it "

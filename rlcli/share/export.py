@@ -37,6 +37,7 @@ from rlcli.envs.envpool_backend import atari_opts
 from rlcli.errors import UsageError
 from rlcli.nets.models import ActorCritic
 from rlcli.runs import checkpoint
+from rlcli.runs.folders import writable_folder
 from rlcli.runs.rundir import RunDir, cached_repo_id, run_takes_output, safe_repo_name
 from rlcli.training.agents import agent_from_run, make_env, resolve_device
 from rlcli.training.evaluation import Episodes, sample_episodes
@@ -154,16 +155,6 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     return ExportReport(out, spec_path, fmt, max_diff, TOLERANCE, n_checked, loaded.cfg.env.id,
                         loaded.cfg.algo.algo, near_ties,
                         (episodes.starts.shape[1], episodes.starts.shape[0]) if recurrent else None)
-
-
-def writable_folder(folder: Path) -> None:
-    """Makes ``folder`` where it is missing; a UsageError naming --out where it cannot be made or written in."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {folder} ({e.strerror}); choose another place with --out") from None
-    if not os.access(folder, os.W_OK):  # e.g. a zoo agent inside an installed package
-        raise UsageError(f"cannot write in {folder}; choose another place with --out")
 
 
 def default_out(run_dir: Path, fmt: str) -> Path:

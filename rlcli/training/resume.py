@@ -21,7 +21,7 @@ from rlcli.algos.base import Learner
 from rlcli.algos.world import World
 from rlcli.envs import SavableEnv, VecEnv
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
-from rlcli.runs.checkpoint import RESUME
+from rlcli.runs.checkpoint import OPTIMIZER, RESUME
 from rlcli.runs.rundir import RunDir
 
 
@@ -95,6 +95,8 @@ def saved_parts(run: RunDir, size: int) -> tuple[list[Snapshot] | None, str | No
         exact = meta.get("resume", {}).get("exact")
         return None, f"{RESUME} is missing" if exact else meta.get("resume", {}).get(
             "why", "the checkpoint was saved without the envs' state")
+    if not (run.path / OPTIMIZER).is_file():  # every training checkpoint writes one: this one lost it
+        return None, f"{OPTIMIZER} is missing, so the optimiser starts afresh"
     return ([live] if size == 1 else [live.part(f"rank{rank}") for rank in range(size)]), None
 
 

@@ -17,11 +17,13 @@ continues exactly, each process from its own part, when resumed with as many pro
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import re
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from rlcli.config import RunConfig
 from rlcli.envs import VecEnv
 from rlcli.envs.faults import NonFiniteEnvOutput
 from rlcli.envs.snapshot import EnvStateUnreadable, Snapshot
+from rlcli.errors import UsageError
 from rlcli.jobs import interrupts
 from rlcli.runs.checkpoint import load_optimizer_tensors, optimizer_tensors
 from rlcli.runs.lock import LOCK, RunLock
@@ -100,8 +103,9 @@ class TrainingDiverged(Exception):
 
     def __init__(self, state: TrainState, quantity: str) -> None:
         super().__init__(f"training diverged at step {state.step:,}: {quantity} is not finite; the last "
-                         f"finite checkpoint (step {state.last_saved:,}) is kept in {state.run_dir}, and "
-                         f"--resume {state.run_dir} continues from it")
+                         f"finite checkpoint (step {state.last_saved:,}) is kept in {state.run_dir} (rlcli eval "
+                         f"{state.run_dir} measures it). A resume repeats the same steps exactly: train a new run with "
+                         "other settings, such as a smaller learning rate")
         self.state, self.quantity = state, quantity
 
 
@@ -117,6 +121,7 @@ class EnvFault(Exception):
 
 
 def seed_everything(seed: int) -> None:
+    seed %= 2**32  # numpy's range; a run's seed plus its steps may pass it
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -251,13 +256,28 @@ def _set_up(cfg: RunConfig, run_dir: Path, callbacks: Sequence[Callback], wandb_
         raise
 
 
+@contextlib.contextmanager
+def buffers_that_fit(cfg: RunConfig) -> Iterator[None]:
+    """A UsageError where the rollout or replay storage is larger than the memory this machine can give."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as e:
+        if not isinstance(e, MemoryError | torch.OutOfMemoryError) and "can't allocate memory" not in str(e):
+            raise
+        size = "buffer_size" if "buffer_size" in type(cfg.algo).model_fields else "n_envs x n_steps"
+        asked = re.search(r"allocate (\d+) bytes", str(e))
+        one = f" (one of its arrays alone asked for {int(asked[1]) / 2**30:,.1f} GiB)" if asked else ""
+        raise UsageError(f"the run's {'replay' if size == 'buffer_size' else 'rollout'} storage does not fit in "
+                         f"this machine's memory{one}; give a smaller {size}") from None
+
+
 def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDir:
     """The run directory a session trains in: new, or resumed (its meta read by the lead and handed to the
     others, whose machines may not see the directory), with ``cfg``, each process's envs fitted to the
     number of processes where that changed (the run's global batch stays as saved)."""
     if not resume:
         return RunDir(run_dir, cfg)
-    run = world.on_lead(RunDir.open, run_dir)
+    run = world.on_lead(RunDir.open, run_dir, writer=True)
     meta = world.from_lead(None if run is None else run.meta)
     run = run or RunDir(run_dir, cfg, meta)
     n_envs = envs_per_process(cfg.algo.n_envs, int(meta.get("world_size", 1)), world.size)
@@ -281,7 +301,8 @@ def assemble(run: RunDir, env: VecEnv, eval_env: VecEnv | None, sinks: list[Metr
                        episodes=int(meta.get("episodes", 0)), last_saved=start)
     saved_pool = run.tensors(POOL_FILE) if resume else None
     pool = attach_opponents(cfg, env, agent, start, None if saved_pool is None else (saved_pool, meta["selfplay"]))
-    learner = build_learner(cfg, env, agent, plan)  # resets the envs: the opponents are seated first
+    with buffers_that_fit(cfg):
+        learner = build_learner(cfg, env, agent, plan)  # resets the envs: the opponents are seated first
     replay = run.replay() if resume and save_buffer else None
     if replay is not None:
         learner.load_buffer_tensors(replay)

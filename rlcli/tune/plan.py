@@ -11,10 +11,11 @@ from rlcli.algos import hyperparams_for, resolve
 from rlcli.config import RunConfig
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
+from rlcli.runs.folders import check_own_folder, writable_folder
 from rlcli.training.agents import check_env_fits
 from rlcli.tune.objective import check_normalisable
 from rlcli.tune.space import default_space, load_space
-from rlcli.tune.spec import TuneSpec, default_study_dir
+from rlcli.tune.spec import STUDY_FILES, TuneSpec, default_study_dir
 from rlcli.tune.storage import redact
 
 
@@ -47,7 +48,8 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
         check_env_fits(cfg)
     budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
     directory = out or default_study_dir(ids, algo)
-    directory.mkdir(parents=True, exist_ok=True)
+    check_own_folder(directory, "--out", STUDY_FILES, "a study's")
+    writable_folder(directory)
     jobs = settings.get("jobs", 1)
     return TuneSpec(env_ids=ids, algo=algo, steps=budget, study_dir=directory, study_name=study_name or directory.name,
                     storage=storage or f"sqlite:///{(directory / 'study.db').resolve()}", space=search.data,

@@ -23,11 +23,10 @@ from rlcli.errors import UsageError
 from rlcli.runs.checkpoint import atomic_write
 from rlcli.tune.objective import stored_overrides
 from rlcli.tune.plots import importances, save_plots
-from rlcli.tune.spec import TuneSpec
+from rlcli.tune.spec import BEST, SUMMARY, TuneSpec
 from rlcli.tune.storage import redact
 from rlcli.tune.study import TrialRow, trial_rows
 
-BEST, SUMMARY = "best.yml", "summary.json"
 TUNE_COMMENT = "# rlcli tune"
 TUNE_CONTINUED = "#   "
 

@@ -14,6 +14,9 @@ from rlcli.tune.space import SearchSpace
 
 SAMPLERS = ("tpe", "random", "cmaes")
 PRUNERS = ("median", "halving", "none")
+BEST, SUMMARY = "best.yml", "summary.json"
+# what a study's folder holds once it has run (with the plots): any of them marks one
+STUDY_FILES = ("study.db", "trials", "workers", BEST, SUMMARY)
 # settings that change what a trial's value means; a study continues only with the same ones
 RESULT_SETTINGS = ("env_ids", "algo", "steps", "seeds_per_trial", "evaluations", "eval_episodes", "backend",
                    "seed", "space")

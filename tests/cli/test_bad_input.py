@@ -215,3 +215,63 @@ def test_a_run_killed_at_random_points_always_loads_and_resumes(run, tmp_path):
 def test_a_misspelt_multi_agent_id_gets_close_matches(typo, meant):
     line = _refused(["train", typo, "--steps", "10"], f"unknown environment '{typo}'", "did you mean", meant)
     assert "gymnasium.pprint_registry" not in line
+
+
+def test_a_run_dir_holding_someone_elses_files_or_under_a_file_is_refused_untouched(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "metrics.csv").write_text("important,data\n")
+    _refused(["train", "CartPole-v1", "--run-dir", str(theirs), *QUICK], "holds files that are not a run's",
+             "metrics.csv")
+    assert [p.name for p in theirs.iterdir()] == ["metrics.csv"]
+    assert (theirs / "metrics.csv").read_text() == "important,data\n"
+    (tmp_path / "file").touch()
+    _refused(["train", "CartPole-v1", "--run-dir", str(tmp_path / "file" / "run"), *QUICK], "cannot create",
+             "--run-dir")
+    _refused(["tune", "CartPole-v1", "--out", str(theirs), "--trials", "1", "--steps", "512"],
+             "holds files that are not a study's")
+    results = Path(__file__).parents[2] / "zoo" / "benchmarks" / "0.1.0" / "ppo-hopper-1m"
+    _refused(["benchmark", "compare", str(results), str(results), "--out", str(tmp_path / "file" / "c.md")],
+             "cannot create")
+
+
+def test_seeds_outside_the_range_every_library_takes_are_refused():
+    for args in (["train", "CartPole-v1", "--seed", "-1"], ["train", "CartPole-v1", "--seed", str(2**32 - 5)],
+                 ["eval", "CartPole-v1", "--seed", "-5"],
+                 ["benchmark", "--envs", "CartPole-v1", "--seeds", str(2**31), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and "--seed" in result.output and "Traceback" not in result.output, args
+
+
+def test_a_resume_that_would_drop_an_option_or_train_nothing_says_so(run, tmp_path):
+    copy = _damaged_copy(run, tmp_path, "eval.json", (run / "eval.json").read_bytes())  # an undamaged copy
+    for option, value in (("--seed", "7"), ("--eval-episodes", "3"), ("--eval-every", "512"),
+                          ("--run-dir", str(tmp_path / "elsewhere"))):
+        _refused(["train", "--resume", str(copy), "--steps", "2048", option, value], f"drop {option}")
+    _refused(["train", "--resume", str(copy)], "has finished", "give --steps above")
+    _refused(["train", "--resume", str(copy), "--steps", "512"], "--steps 512 is below")
+    assert json.loads((copy / "eval.json").read_text()) == json.loads((run / "eval.json").read_text())
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_refused_resume_of_a_shipped_agent_leaves_no_copy_behind(tmp_path):
+    copy = tmp_path / "continued"
+    _refused(["train", "--resume", str(zoo_dir() / "CartPole-v1"), "--run-dir", str(copy), "--algo", "dqn"],
+             "drop --algo")
+    assert not copy.exists()
+
+
+def test_a_buffer_larger_than_memory_is_one_line(tmp_path):
+    _refused(["train", "CartPole-v1", "--algo", "dqn", "-p", "buffer_size=100000000000", "--steps", "100",
+              "--run-dir", str(tmp_path / "run")], "does not fit", "buffer_size")
+    assert not (tmp_path / "run").exists()
+
+
+def test_play_without_a_display_never_replaces_a_file_it_was_not_given(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    (tmp_path / "play.mp4").write_bytes(b"the user's")
+    result = runner.invoke(app, ["play", str(run)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "play.mp4").read_bytes() == b"the user's"
+    assert (tmp_path / "play-2.mp4").stat().st_size > 0 and "wrote play-2.mp4" in result.output

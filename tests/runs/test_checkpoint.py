@@ -145,6 +145,22 @@ def test_a_save_killed_between_its_renames_is_completed_when_the_run_is_opened(t
         "model.safetensors": b"new model.safetensors", "meta.json": b"new meta.json"}
 
 
+def test_opening_a_run_that_is_saving_leaves_its_renames_to_the_process_saving(tmp_path):
+    from rlcli.runs.lock import RunLock
+
+    folder = tmp_path / "run"
+    lock = RunLock.acquire(folder)  # a training process, in the middle of a save
+    staged = checkpoint._stage(folder / "meta.json", b"new")
+    checkpoint.atomic_write(folder / checkpoint.JOURNAL, json.dumps([[Path(staged).name, "meta.json"]]).encode())
+    with pytest.raises(CheckpointError):  # eval, play, export: no config yet, but nothing moved
+        RunDir.open(folder)
+    assert Path(staged).is_file() and not (folder / "meta.json").exists()
+    lock.release()  # the trainer was killed: the next to open the run completes its save
+    with pytest.raises(CheckpointError):
+        RunDir.open(folder)
+    assert (folder / "meta.json").read_bytes() == b"new" and not Path(staged).exists()
+
+
 def test_the_same_tensors_saved_in_separate_processes_are_the_same_bytes(tmp_path):
     # safetensors orders its metadata by a hash seeded per process: with three entries, four processes agree
     # by chance once in 216 tries

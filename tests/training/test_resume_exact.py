@@ -116,15 +116,17 @@ def test_ctrl_c_in_the_last_iteration_then_resume_evaluates_once_and_finishes_th
     _assert_same_run(tmp_path / "cut", tmp_path / "whole")  # evaluated at 2 and 4 iterations, once each
 
 
-def test_a_run_without_its_resume_file_resumes_with_fresh_episodes(tmp_path):
-    """A published run carries the model alone."""
+@pytest.mark.parametrize(("lost", "why"), [
+    ("resume.safetensors", "resume.safetensors is missing"),  # a published run carries the model alone
+    ("optimizer.safetensors", "optimizer.safetensors is missing, so the optimiser starts afresh")])
+def test_a_run_without_its_resume_or_optimiser_file_resumes_with_fresh_episodes_and_says_why(tmp_path, lost, why):
     cfg = _cfg("CartPole-v1", FEED_FORWARD, 2)
     train(cfg, tmp_path / "run")
-    (tmp_path / "run" / "resume.safetensors").unlink()
+    (tmp_path / "run" / lost).unlink()
     train(cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"steps": 3 * ITERATION})}), tmp_path / "run",
           resume=True)
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["resumes"] == [
-        {"step": 2 * ITERATION, "exact": False, "why": "resume.safetensors is missing"}]
+        {"step": 2 * ITERATION, "exact": False, "why": why}]
 
 
 def test_ctrl_c_in_an_update_and_in_a_stochastic_evaluation_then_resume_is_exact(tmp_path, monkeypatch):

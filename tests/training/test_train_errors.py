@@ -78,7 +78,8 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_last_finite_checkpoin
     assert result.exit_code == 1, result.output
     line = result.output.strip().splitlines()[-1]
     assert line.startswith("error: training diverged at step 128: losses/") and "is not finite" in line, line
-    assert f"--resume {run} continues from it" in line and "Traceback" not in result.output
+    assert f"is kept in {run} (rlcli eval {run} measures it)" in line and "Traceback" not in result.output
+    assert "A resume repeats the same steps exactly: train a new run with other settings" in line
     saved = RunDir.open(run)  # the step-0 checkpoint: loadable, finite, resumable
     assert saved.steps == 0 and not saved.meta["finished"]
     assert all(torch.isfinite(t).all() for t in saved.model(resuming=True).values())
