@@ -16,6 +16,7 @@ from rlcli.algos import DEFAULT
 from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import MAX_SEED
+from rlcli.jobs.interrupts import term_as_interrupt
 from rlcli.training.agents import resolve_device
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
@@ -79,7 +80,8 @@ def tune(
                       startup_trials=startup_trials, evaluations=evaluations, eval_episodes=eval_episodes, jobs=jobs,
                       device=device.value, seed=seed)
     tuning = study.open_study(spec)
-    outcome, interrupted = run_with_display(console, spec, tuning)
+    with term_as_interrupt() as terminated:  # a scheduler's or kill's stop records the trials as Ctrl-C does
+        outcome, interrupted = run_with_display(console, spec, tuning)
     summary = results.summarize(spec, tuning, write=write and not interrupted)
     print_summary(console, spec, summary)
     for line in outcome.notes:
@@ -89,7 +91,7 @@ def tune(
     if interrupted:
         console.print("Interrupted; the running trials are recorded as interrupted. "
                       "Run the same command again to continue the study.")
-        raise typer.Exit(130)
+        raise typer.Exit(143 if terminated() else 130)
     if outcome.failures:
         raise typer.Exit(1)
     if summary.best is None and summary.failed:

@@ -285,6 +285,27 @@ def test_stopped_workers_record_their_trials_as_interrupted(tmp_path, stop):
         assert text.count(" interrupted\n") == 1 and "Traceback" not in text, text
 
 
+def test_sigterm_to_a_study_of_one_job_records_its_trial_as_interrupted_and_exits_143(tmp_path):
+    """With --jobs 1 the trial runs in the command's own process: a scheduler's stop reaches it directly."""
+    (tmp_path / "space.yml").write_text(TINY_SPACE)
+    out = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-m", "rlcli", "tune", "CartPole-v1", "--trials", "2", "--pruner", "none",
+                             "--space", str(tmp_path / "space.yml"), "--out", str(out), *TINY[2:], "--steps",
+                             "1000000", "--evaluations", "100"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        wait_for(lambda: any(_trained(d) for d in out.glob("trials/*/*")), proc, 120, poll_s=0.5)
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, output
+    assert "Interrupted; the running trials are recorded as interrupted" in output and "Traceback" not in output
+    (trial,) = load(out).trials
+    assert trial.state == TrialState.FAIL and trial.user_attrs["fail_reason"] == "interrupted"
+
+
 def _trained(run_dir: Path) -> bool:
     """Whether the run has a checkpoint and has logged a row of metrics (a header and one line)."""
     metrics = run_dir / "metrics.csv"
