@@ -116,6 +116,11 @@ class Learner(Protocol):
         """Returns (env steps taken, metrics)."""
         ...
 
+    @property
+    def steps_per_iteration(self) -> int:
+        """The env steps one iteration takes: a run trains whole iterations, up to its budget or past it."""
+        ...
+
     def drain_episodes(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the training episodes finished since the last call."""
         ...

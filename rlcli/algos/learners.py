@@ -212,6 +212,11 @@ class OnPolicyLearner:
                 out[f"charts/episode_return/{name}"] = float(value)
         return env.num_envs // agents * cfg.n_steps, out
 
+    @property
+    def steps_per_iteration(self) -> int:
+        env = self.collector.env
+        return env.num_envs // agents_per_env(env) * self.cfg.n_steps
+
     def drain_episodes(self) -> tuple[list[float], list[int]]:
         return self.collector.episodes.drain()
 
@@ -490,6 +495,11 @@ class OffPolicyLearner:
                                   self.env.obs_layout, steps)
         if fault is not None:
             raise fault
+
+    @property
+    def steps_per_iteration(self) -> int:
+        n = self.env.num_envs
+        return -(-self.cfg.log_every // n) * n  # whole vector steps up to log_every
 
     def drain_episodes(self) -> tuple[list[float], list[int]]:
         return self.episodes.drain()

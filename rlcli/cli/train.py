@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -366,6 +367,14 @@ def check_steps_left(resume: Path, done: int, budget: int, finished: bool, given
                          f"(rlcli eval {resume} measures it)")
 
 
+def whole_iterations(steps: int, learner: Any, world: World) -> str:
+    """Where a new run's budget is not whole iterations, what it trains instead, for its first line."""
+    per_iteration = getattr(learner, "steps_per_iteration", None)  # a registered learner's may not say
+    if world.size > 1 or not per_iteration or steps % per_iteration == 0:
+        return ""
+    return f"; {math.ceil(steps / per_iteration) * per_iteration:,} in whole iterations of {per_iteration:,}"
+
+
 def check_stop_opponent(cfg: RunConfig) -> None:
     if cfg.stop_opponent is not None and env_group(cfg.env.id) != "games":
         raise UsageError(f"--stop-at {cfg.stop_opponent}:{cfg.stop_at} stops on a win rate, which only turn-based "
@@ -410,7 +419,8 @@ def _train_and_report(console: Console, cfg: RunConfig, directory: Path, display
         else:
             each = f"{cfg.algo.n_envs} envs" if world.size == 1 else f"{world.size} processes x {cfg.algo.n_envs} envs"
             console.print(f"Training {cfg.env.id} with {cfg.algo.algo} for {cfg.algo.steps:,} steps "
-                          f"({each}) -> {directory}")
+                          f"({each}{whole_iterations(cfg.algo.steps, session.learner, world)})"
+                          f" -> {directory}")
         with display.progress:
             state = run(session)
     except TrainingInterrupted as e:

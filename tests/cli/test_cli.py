@@ -36,6 +36,13 @@ def test_train_writes_a_portable_run_directory(run_dir):
     assert not list(run_dir.rglob("*.pkl")) and not list(run_dir.rglob("*.pt"))
 
 
+def test_a_budget_of_part_of_an_iteration_says_what_it_trains(tmp_path):
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(tmp_path / "run"), *TINY, "--steps", "1000"])
+    assert result.exit_code == 0, result.output
+    assert "for 1,000 steps (4 envs; 1,024 in whole iterations of 256)" in result.output
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["steps"] == 1024
+
+
 def test_eval_json(run_dir):
     result = runner.invoke(app, ["eval", str(run_dir), "--episodes", "3", "--json"])
     assert result.exit_code == 0, result.output
