@@ -352,7 +352,13 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
         cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update=algo_updates)})
     check_steps_left(origin, run.steps, cfg.algo.steps, bool(run.meta.get("finished")), "steps" in algo_updates)
     if cfg.stop_when:
-        load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
+        try:
+            load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
+        except UsageError as e:
+            if runtime.stop_when is not None:  # this command's own
+                raise
+            raise UsageError(f"the run's saved {e}; give --stop-when MODULE:FUNCTION to replace it, or "
+                             "--stop-when '' to train on without one") from None
     return cfg, resume, run.steps
 
 

@@ -1,6 +1,7 @@
 """User stop conditions (--stop-at, --stop-when) and the torch thread policy."""
 
 import json
+import sys
 
 import pytest
 import torch
@@ -57,6 +58,14 @@ def test_stop_when_hook_gets_the_state_and_stops_the_run(tmp_path, monkeypatch):
     # and the hook is part of the run's config, so a resume keeps it unless told otherwise
     result = runner.invoke(app, ["train", "--resume", str(run), "--stop-when", "my_stop:never"])
     assert result.exit_code == 2 and "has no attribute 'never'" in result.output
+    # a saved hook that no longer loads is named as the run's, with the ways on
+    (tmp_path / "my_stop.py").unlink()
+    sys.modules.pop("my_stop")
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "2048"])
+    assert result.exit_code == 2 and "the run's saved --stop-when 'my_stop:after_1000'" in result.output
+    assert "or --stop-when '' to train on without one" in result.output
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "2048", "--stop-when", ""])
+    assert result.exit_code == 0 and _meta(run)["steps"] == 2048, result.output
 
 
 @pytest.mark.parametrize("spec, expected", [
