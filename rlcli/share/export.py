@@ -101,7 +101,6 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
         require_onnx()
 
     loaded = RunDir.open(run_dir)
-    writable_folder(out.parent)
     env = make_env(loaded.cfg, CHECK_ENVS, CHECK_SEED)
     try:
         agent = agent_from_run(loaded, env, resolve_device("cpu"), best).eval()
@@ -114,6 +113,7 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
             episodes = sample_episodes(agent, env, steps)
     finally:
         env.close()
+    writable_folder(out.parent)  # once the run has a policy to export (no folder left by a --best it lacks)
     module = policy_module(agent)
     recurrent = bool(getattr(module, "state_size", 0))
     layout = getattr(getattr(module, "net", None), "layout", None)

@@ -178,6 +178,14 @@ def test_a_failed_check_is_one_line_exit_2_and_writes_nothing(runs, tmp_path, mo
     assert not list(tmp_path.iterdir())
 
 
+def test_a_refused_best_export_leaves_no_folder_behind(runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs("ppo-cartpole"), run, ignore=shutil.ignore_patterns("best", "export"))
+    result = runner.invoke(app, ["export", str(run), "--best", "-f", "torchscript"])
+    assert result.exit_code == 2 and "best" in result.output, result.output
+    assert not (run / "export").exists()
+
+
 @pytest.mark.parametrize("args, expected", [
     (["export", "no/such/run"], "error: no run directory or zoo agent named 'no/such/run'"),
     (["export", ".", "--format", "tflite"], "'tflite' is not one of 'onnx', 'torchscript'"),
