@@ -166,8 +166,8 @@ class EvalConfig(Frozen):
     deterministic: bool = True
 
 
-# the largest seed: envpool takes int32 seeds
-MAX_SEED = 2**31 - 1
+# the largest seed: numpy's (envpool's int32 seeds are folded into its range where they pass it)
+MAX_SEED = 2**32 - 1
 
 
 class RunConfig(Frozen):

@@ -150,7 +150,7 @@ def plan_benchmark(algos: list[str], env_tokens: list[str], seeds: list[int], op
     if any(seed < 0 for seed in seeds):
         raise UsageError(f"--seeds must be 0 or more (environments refuse negative seeds), got {min(seeds)}")
     if any(seed > MAX_SEED for seed in seeds):
-        raise UsageError(f"--seeds must be at most {MAX_SEED} (envpool's seeds are 32-bit), got {max(seeds)}")
+        raise UsageError(f"--seeds must be at most {MAX_SEED} (numpy's seeds are 32-bit), got {max(seeds)}")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if directory is not None:

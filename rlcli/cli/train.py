@@ -134,7 +134,12 @@ def train(
         processes = nproc if nproc is not None else saved_processes(resume)
         if processes > 1:  # checked here, where a mistake costs no process start-up
             cfg, directory, _ = prepare(request, Console(quiet=True))
-            launch_processes(processes, cfg, directory, resume, list(ctx.meta.get(ARGV, [])))
+            try:
+                launch_processes(processes, cfg, directory, resume, list(ctx.meta.get(ARGV, [])))
+            except UsageError:  # refused before any process started: a shipped agent's copy goes too
+                if resume is not None and directory != resume:
+                    shutil.rmtree(directory, ignore_errors=True)
+                raise
             return
         cfg, directory, done = prepare(request, console)
         run_with_display(console, cfg, directory, done, project, resume is not None, save_buffer)
@@ -259,6 +264,8 @@ def launch_processes(processes: int, cfg: RunConfig, directory: Path, resume: Pa
     args = without_option(argv, "--nproc")
     if resume is None and "--run-dir" not in args and not any(a.startswith("--run-dir=") for a in args):
         args += ["--run-dir", str(directory)]
+    elif resume is not None and directory != resume:  # the copy of a shipped agent made here: they continue it
+        args = [*without_option(without_option(args, "--resume"), "--run-dir"), "--resume", str(directory)]
     outcome = launch(processes, args)
     if outcome.failure is not None:
         steps = read_meta(directory).get("steps") if directory.is_dir() else None
@@ -350,7 +357,8 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     algo_updates = {k: v for k, v in algo_updates.items() if v is not None}  # --steps, --compile
     if algo_updates:
         cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update=algo_updates)})
-    check_steps_left(origin, run.steps, cfg.algo.steps, bool(run.meta.get("finished")), "steps" in algo_updates)
+    check_steps_left(origin, run.steps, cfg.algo.steps, bool(run.meta.get("finished")),
+                     "steps" in algo_updates and algo_updates["steps"] != run.cfg.algo.steps)
     if cfg.stop_when:
         try:
             load_stop_hook(cfg.stop_when)  # a bad hook fails now, not after the envs are built
@@ -362,10 +370,11 @@ def resumed_config(resume: Path, env_id: str | None, algo: str | None, ignored: 
     return cfg, resume, run.steps
 
 
-def check_steps_left(resume: Path, done: int, budget: int, finished: bool, given: bool) -> None:
+def check_steps_left(resume: Path, done: int, budget: int, finished: bool, changed: bool) -> None:
     """A UsageError where a resume has nothing to train: a finished run within its budget (which would only be
-    evaluated again), or a --steps below what the run has trained."""
-    if given and budget < done:
+    evaluated again), or a new --steps below what the run has trained (its own budget, rounded up to whole
+    iterations, may be: a run stopped before its final evaluation resumes to make it)."""
+    if changed and budget < done:
         raise UsageError(f"--steps {budget:,} is below the {done:,} steps {resume} has trained; give more to "
                          "train on")
     if finished and budget <= done:

@@ -48,7 +48,6 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
     where one is given (a loop that keeps its rollout on the device); without one, they run on the CPU behind
     numpy arrays."""
     chosen = resolve_backend(env_id, backend)
-    seed %= 2**31  # envpool's int32; a run's seed plus its steps may pass it
     if chosen == "pettingzoo":
         from rlcli.envs.pettingzoo_backend import make_pettingzoo_env
 
@@ -71,7 +70,9 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, backend: str = "auto",
 
         name = envpool_name(env_id)
         assert name is not None  # resolve_backend chose envpool for having the task
-        return EnvpoolVecEnv(name, num_envs, seed, atari, kwargs, num_threads=threads or 0, render_mode=render_mode)
+        # envpool takes int32 seeds, which a seed, its steps and the evaluation's offset may pass
+        return EnvpoolVecEnv(name, num_envs, seed % 2**31, atari, kwargs, num_threads=threads or 0,
+                             render_mode=render_mode)
     import gymnasium as gym
 
     from rlcli.envs.gymnasium_backend import GymnasiumVecEnv

@@ -22,12 +22,13 @@ def writable_folder(folder: Path, option: str = "--out") -> None:
 
 def check_own_folder(folder: Path, option: str, own: Iterable[str], what: str) -> None:
     """A UsageError naming ``option`` where ``folder`` is a file, or a folder that holds anything but
-    ``what``'s own files (``own``: a name any of which marks it as one): an empty or missing one is fine."""
+    ``what``'s own files (``own``: a name any of which marks it as one): an empty or missing one is fine, and
+    so are hidden files."""
     if not folder.exists():
         return
     if not folder.is_dir():
         raise UsageError(f"{option} {folder} is a file; choose a new path or an empty folder")
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))  # .DS_Store, .gitkeep
     if names and not set(names) & set(own):
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         raise UsageError(f"{option} {folder} holds files that are not {what} ({shown}); choose a new path "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from rlcli.errors import UsageError
@@ -32,9 +33,7 @@ class RunLock:
             return cls(None)
         writable_folder(run_dir, "--run-dir")
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not _take(fd):
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise UsageError(f"{run_dir} is being trained by process {holder}; wait for it to end or stop it "
@@ -64,3 +63,16 @@ class RunLock:
         if self.fd is not None:
             os.close(self.fd)  # closing the file lets the lock go
             self.fd = None
+
+
+def _take(fd: int) -> bool:
+    """Takes the exclusive lock, trying for a quarter of a second: ``RunLock.held`` holds a shared one for an
+    instant while another process asks whether the run is being trained."""
+    assert fcntl is not None
+    for wait in (0.05, 0.2, 0.0):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            time.sleep(wait)
+    return False

@@ -262,13 +262,13 @@ def buffers_that_fit(cfg: RunConfig) -> Iterator[None]:
     try:
         yield
     except (MemoryError, RuntimeError) as e:
-        if not isinstance(e, MemoryError | torch.OutOfMemoryError) and "can't allocate memory" not in str(e):
+        if not isinstance(e, MemoryError | torch.cuda.OutOfMemoryError) and "can't allocate memory" not in str(e):
             raise
         size = "buffer_size" if "buffer_size" in type(cfg.algo).model_fields else "n_envs x n_steps"
         asked = re.search(r"allocate (\d+) bytes", str(e))
         one = f" (one of its arrays alone asked for {int(asked[1]) / 2**30:,.1f} GiB)" if asked else ""
         raise UsageError(f"the run's {'replay' if size == 'buffer_size' else 'rollout'} storage does not fit in "
-                         f"this machine's memory{one}; give a smaller {size}") from None
+                         f"memory{one}; give a smaller {size}") from None
 
 
 def open_run(cfg: RunConfig, run_dir: Path, resume: bool, world: World) -> RunDir:

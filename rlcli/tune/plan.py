@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcli.algos import hyperparams_for, resolve
-from rlcli.config import RunConfig
+from rlcli.config import MAX_SEED, RunConfig
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
 from rlcli.runs.folders import check_own_folder, writable_folder
@@ -34,6 +34,10 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
     been checked; creates the study directory. ``steps`` defaults to the largest tuned budget of the envs,
     ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields, as given."""
     check_packages(settings.get("sampler", "tpe"))
+    last_seed = settings.get("seed", 0) + settings.get("seeds_per_trial", 1) - 1  # a trial's seeds follow --seed
+    if last_seed > MAX_SEED:
+        raise UsageError(f"--seed {settings['seed']} with --seeds-per-trial {settings.get('seeds_per_trial', 1)} "
+                         f"runs seeds up to {last_seed}, past the largest, {MAX_SEED}")
     runs: dict[str, RunConfig] = {}
     for env_id in env_ids:  # unknown ids fail here, with close matches
         cfg = resolve(algo, env_id, backend=backend, env_module=env_module)

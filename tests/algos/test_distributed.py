@@ -261,3 +261,19 @@ def test_a_process_that_dies_ends_the_run_with_one_line_naming_it_and_the_checkp
                                 "continues from it"], err
     assert meta["steps"] > 0 and meta["resume"]["exact"] and load_file(run / "model.safetensors")
     assert not _ours(str(run))
+
+
+def test_a_shipped_agent_resumes_with_two_processes_in_its_copy_and_stays_as_shipped(tmp_path):
+    from rlcli.runs.rundir import zoo_dir
+
+    agent = zoo_dir() / "CartPole-v1"
+    before = {p.name: p.read_bytes() for p in agent.iterdir()}
+    steps = int(json.loads((agent / "meta.json").read_text())["steps"]) + 512
+    copy = tmp_path / "copy"
+    done = subprocess.run([*TRAIN, "--resume", str(agent), "--nproc", "2", "--steps", str(steps), "--run-dir",
+                           str(copy), "--threads", "1"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = json.loads((copy / "meta.json").read_text())
+    assert meta["steps"] >= steps and meta["world_size"] == 2 and meta["finished"]
+    assert {p.name: p.read_bytes() for p in agent.iterdir()} == before

@@ -236,11 +236,27 @@ def test_a_run_dir_holding_someone_elses_files_or_under_a_file_is_refused_untouc
 
 
 def test_seeds_outside_the_range_every_library_takes_are_refused():
-    for args in (["train", "CartPole-v1", "--seed", "-1"], ["train", "CartPole-v1", "--seed", str(2**32 - 5)],
+    for args in (["train", "CartPole-v1", "--seed", "-1"], ["train", "CartPole-v1", "--seed", str(2**32)],
                  ["eval", "CartPole-v1", "--seed", "-5"],
-                 ["benchmark", "--envs", "CartPole-v1", "--seeds", str(2**31), "--dry-run"]):
+                 ["benchmark", "--envs", "CartPole-v1", "--seeds", str(2**32), "--dry-run"],
+                 ["tune", "CartPole-v1", "--seed", str(2**32 - 1), "--seeds-per-trial", "2"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and "--seed" in result.output and "Traceback" not in result.output, args
+
+
+@pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
+def test_a_seed_past_int32_trains_evaluates_and_resumes(tmp_path, backend):
+    # numpy takes seeds below 2**32, envpool below 2**31: a run's seeds (its seed plus its steps and the
+    # evaluation's offset) are folded into envpool's range, where they used to fail, and passed on elsewhere
+    run = tmp_path / "run"
+    common = ["--backend", backend, "--eval-episodes", "1", "-p", "n_envs=2", "-p", "n_steps=64", "-p",
+              "minibatch_size=64", "-p", "n_epochs=1"]
+    result = runner.invoke(app, ["train", "CartPole-v1", "--seed", str(2**32 - 100), "--steps", "256",
+                                 "--run-dir", str(run), *common])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "512"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "meta.json").read_text())["steps"] == 512
 
 
 def test_a_resume_that_would_drop_an_option_or_train_nothing_says_so(run, tmp_path):
@@ -252,6 +268,20 @@ def test_a_resume_that_would_drop_an_option_or_train_nothing_says_so(run, tmp_pa
     _refused(["train", "--resume", str(copy), "--steps", "512"], "--steps 512 is below")
     assert json.loads((copy / "eval.json").read_text()) == json.loads((run / "eval.json").read_text())
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_run_stopped_past_its_budget_before_its_final_evaluation_resumes_to_make_it(tmp_path):
+    # a budget short of whole iterations trains past it; a run killed between its last checkpoint and its final
+    # evaluation is saved unfinished there, and a benchmark resumes it with the same --steps
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "CartPole-v1", "--run-dir", str(run), *QUICK, "--steps", "1000"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "finished": False}))  # as the kill leaves it
+    assert meta["steps"] == 1024
+    result = runner.invoke(app, ["train", "--resume", str(run), "--steps", "1000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "meta.json").read_text())["finished"]
 
 
 def test_a_refused_resume_of_a_shipped_agent_leaves_no_copy_behind(tmp_path):

@@ -177,3 +177,12 @@ def test_mujoco_warnings_become_python_warnings_not_a_log_in_the_working_directo
     mujoco = [str(w.message) for w in caught if str(w.message).startswith("MuJoCo: ")]
     assert all(w.category is RuntimeWarning for w in caught if str(w.message).startswith("MuJoCo: "))
     assert mujoco, "gymnasium's HalfCheetah-v5 model warns as it loads (a deprecated compiler attribute)"
+
+
+def test_gymnasium_envs_take_seeds_past_int32_as_they_are():
+    import gymnasium as gym
+
+    env = make_vec_env("CartPole-v1", 1, 2**31 + 5, "gymnasium")
+    expected, _ = gym.make("CartPole-v1").reset(seed=2**31 + 5)
+    np.testing.assert_array_equal(env.reset()[0], expected)
+    env.close()
