@@ -200,7 +200,7 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
             ("-p", r.params), ("--config", r.config_file), ("--backend", r.backend), ("--n-envs", r.n_envs),
             ("--env-module", r.env_module), ("--seed", "seed" in r.given), ("--eval-every", r.eval_every is not None),
             ("--eval-episodes", "eval_episodes" in r.given), ("--run-dir", elsewhere)) if value]
-        resume = copy_if_shipped(r.resume, r.run_dir, console)
+        resume = copy_if_shipped(r.resume, r.run_dir)
         try:
             cfg, directory, done = resumed_config(resume, r.env_id, r.algo, ignored, r.runtime,
                                                   {"steps": r.steps, "compile": r.compile}, r.resume)
@@ -227,7 +227,7 @@ def prepare(request: Request, console: Console) -> tuple[RunConfig, Path, int]:
     return cfg, directory, 0
 
 
-def copy_if_shipped(resume: Path, run_dir: Path | None, console: Console) -> Path:
+def copy_if_shipped(resume: Path, run_dir: Path | None) -> Path:
     """Where a resume writes: ``resume`` itself, or for a zoo agent or a Hub download (which stay as shipped) a
     copy of it in ``run_dir`` or a new directory under runs/."""
     if not resume.is_dir() or not shipped(resume):
