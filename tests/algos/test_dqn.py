@@ -274,6 +274,10 @@ def test_a_masked_action_is_never_chosen_and_the_target_maxes_over_the_allowed_o
     q = agent.q(agent.obs_norm(obs))[:, 0].detach()
     torch.testing.assert_close(errors, (q - expected_after).abs())
     assert torch.equal(expected, expected_after)  # the first action's value, untouched by the masked ones' bias
+    # a next state that allows nothing bootstraps zero, where the episode was cut by a time limit too
+    nothing = torch.cat([obs[:, :8], torch.zeros(64, 8)], 1)
+    _, _, errors = agent.td_loss(ReplayBatch(obs, torch.zeros(64, 1), torch.ones(64), nothing, torch.zeros(64)))
+    torch.testing.assert_close(errors, (q - 1.0).abs())
 
 
 @pytest.mark.parametrize("double_q", [False, True])

@@ -158,8 +158,8 @@ def _head(layer: nn.Module, features: torch.Tensor, noise: bool) -> torch.Tensor
 
 class ActionMask(nn.Module):
     """An action mask read from its columns of the raw observation (1: allowed); without columns, nothing is
-    masked. Masked values are set to the lowest float, not -inf, so that a terminal row with nothing allowed
-    still bootstraps a finite zero."""
+    masked. Masked values are set to the lowest float, not -inf, and a row with nothing allowed (a game's last
+    state) is all zeros: it bootstraps zero, truncated as well as terminated."""
 
     def __init__(self, columns: list[int]) -> None:
         super().__init__()
@@ -170,9 +170,12 @@ class ActionMask(nn.Module):
         return None if self.columns is None else obs.index_select(-1, self.columns) > 0.5
 
     def forward(self, values: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        """``values`` [B, actions] with the masked ones at the lowest float."""
+        """``values`` [B, actions] with the masked ones at the lowest float (zeros where none is allowed)."""
         allowed = self.allowed(obs)
-        return values if allowed is None else values.masked_fill(~allowed, torch.finfo(values.dtype).min)
+        if allowed is None:
+            return values
+        none = ~allowed.any(-1, keepdim=True)
+        return values.masked_fill(~allowed, torch.finfo(values.dtype).min).masked_fill(none, 0.0)
 
     def uniform(self, obs: torch.Tensor, n_actions: int) -> torch.Tensor:
         """[B]: an allowed action of each row, uniformly."""
