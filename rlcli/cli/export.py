@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -23,20 +24,23 @@ class ExportFormat(str, Enum):
 def export_command(
     run: Run,
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="File format.")] = ExportFormat.onnx,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Policy file \\[default: RUN/export/policy.onnx or .pt; ./export/NAME/... for a run in "
-                            "the Hub's cache or one that cannot be written]; its spec is FILE.json.",
-        show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", help="Policy file, or a folder for it (an existing one, or a path ending in /) \\[default: "
+                            "RUN/export/policy.onnx or .pt; ./export/NAME/... for a run in the Hub's cache or one "
+                            "that cannot be written]; its spec is FILE.json.", show_default=False)] = None,
     best: Best = False,
     check_batch: Annotated[int, typer.Option(
         "--check-batch", min=1, help="Observations on which the file is checked against PyTorch.")] = 64,
 ) -> None:
     import torch
 
-    from rlcli.share.export import export_policy
+    from rlcli.share.export import FORMATS, export_policy
 
     torch.set_num_threads(1)
-    report = export_policy(resolve_run(run), fmt.value, out, best=best, check_batch=check_batch)
+    target = None if out is None else Path(out)
+    if out is not None and out.endswith(("/", os.sep)):  # a folder to make, as the path's slash says
+        target = Path(out) / f"policy{FORMATS[fmt.value]}"
+    report = export_policy(resolve_run(run), fmt.value, target, best=best, check_batch=check_batch)
     ties = f", {report.near_ties} near-ties" if report.near_ties else ""
     sequences = (f" in sequence ({report.sequences[0]} rows x {report.sequences[1]} steps from a reset, each "
                  "side carrying its own state)" if report.sequences else "")

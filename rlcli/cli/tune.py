@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -17,6 +18,7 @@ from rlcli.cli.app import app
 from rlcli.cli.options import AlgoName, Backend, Device
 from rlcli.config import MAX_SEED
 from rlcli.jobs.interrupts import term_as_interrupt
+from rlcli.runs.folders import writable_folder
 from rlcli.training.agents import resolve_device
 
 SHOWN_TRIALS = 20  # rows of the live table: the latest trials
@@ -79,7 +81,14 @@ def tune(
                       trials=trials, seeds_per_trial=seeds_per_trial, sampler=sampler.value, pruner=pruner.value,
                       startup_trials=startup_trials, evaluations=evaluations, eval_episodes=eval_episodes, jobs=jobs,
                       device=device.value, seed=seed)
-    tuning = study.open_study(spec)
+    made = not spec.study_dir.exists()
+    writable_folder(spec.study_dir)
+    try:
+        tuning = study.open_study(spec)
+    except BaseException:  # a storage that cannot be reached: nothing left where there was nothing
+        if made:
+            shutil.rmtree(spec.study_dir, ignore_errors=True)
+        raise
     with term_as_interrupt() as terminated:  # a scheduler's or kill's stop records the trials as Ctrl-C does
         outcome, interrupted = run_with_display(console, spec, tuning)
     summary = results.summarize(spec, tuning, write=write and not interrupted)

@@ -11,7 +11,7 @@ from rlcli.algos import hyperparams_for, resolve
 from rlcli.config import MAX_SEED, RunConfig
 from rlcli.envs import env_group
 from rlcli.errors import UsageError
-from rlcli.runs.folders import check_own_folder, writable_folder
+from rlcli.runs.folders import check_own_folder
 from rlcli.training.agents import check_env_fits
 from rlcli.tune.objective import check_normalisable
 from rlcli.tune.space import default_space, load_space
@@ -31,8 +31,9 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
                storage: str | None, study_name: str | None, threads: int | None, backend: str,
                env_module: str | None, **settings: Any) -> TuneSpec:
     """The spec of a study of ``algo`` on ``env_ids`` (duplicates dropped), once everything it names has
-    been checked; creates the study directory. ``steps`` defaults to the largest tuned budget of the envs,
-    ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields, as given."""
+    been checked; its directory is made by whoever opens the study. ``steps`` defaults to the largest tuned
+    budget of the envs, ``threads`` to 1 per worker with several jobs. ``settings``: the other TuneSpec fields,
+    as given."""
     check_packages(settings.get("sampler", "tpe"))
     last_seed = settings.get("seed", 0) + settings.get("seeds_per_trial", 1) - 1  # a trial's seeds follow --seed
     if last_seed > MAX_SEED:
@@ -53,7 +54,6 @@ def plan_study(env_ids: list[str], algo: str, *, space_file: Path | None, steps:
     budget = steps if steps is not None else max(int(b.get("steps", 1_000_000)) for b in bases.values())
     directory = out or default_study_dir(ids, algo)
     check_own_folder(directory, "--out", STUDY_FILES, "a study's")
-    writable_folder(directory)
     jobs = settings.get("jobs", 1)
     return TuneSpec(env_ids=ids, algo=algo, steps=budget, study_dir=directory, study_name=study_name or directory.name,
                     storage=storage or f"sqlite:///{(directory / 'study.db').resolve()}", space=search.data,

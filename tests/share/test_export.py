@@ -178,6 +178,13 @@ def test_a_failed_check_is_one_line_exit_2_and_writes_nothing(runs, tmp_path, mo
     assert not list(tmp_path.iterdir())
 
 
+def test_an_out_path_ending_in_a_slash_is_a_folder_to_make(runs, tmp_path):
+    folder = f"{tmp_path / 'new'}/"
+    result = runner.invoke(app, ["export", str(runs("ppo-cartpole")), "-f", "torchscript", "-o", folder])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["policy.pt", "policy.pt.json"]
+
+
 def test_a_refused_best_export_leaves_no_folder_behind(runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(runs("ppo-cartpole"), run, ignore=shutil.ignore_patterns("best", "export"))

@@ -433,6 +433,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert message in result.output
     assert len(result.output.strip().splitlines()) <= 2 and "Traceback" not in result.output
     assert "secret" not in result.output
+    assert not (tmp_path / "s").exists()  # refused: nothing made
 
 
 @pytest.mark.parametrize(("space", "message"), [
