@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -34,13 +32,10 @@ def export_command(
 ) -> None:
     import torch
 
-    from rlcli.share.export import FORMATS, export_policy
+    from rlcli.share.export import export_policy
 
     torch.set_num_threads(1)
-    target = None if out is None else Path(out)
-    if out is not None and out.endswith(("/", os.sep)):  # a folder to make, as the path's slash says
-        target = Path(out) / f"policy{FORMATS[fmt.value]}"
-    report = export_policy(resolve_run(run), fmt.value, target, best=best, check_batch=check_batch)
+    report = export_policy(resolve_run(run), fmt.value, out, best=best, check_batch=check_batch)
     ties = f", {report.near_ties} near-ties" if report.near_ties else ""
     sequences = (f" in sequence ({report.sequences[0]} rows x {report.sequences[1]} steps from a reset, each "
                  "side carrying its own state)" if report.sequences else "")

@@ -76,7 +76,7 @@ def policy_module(agent: Agent) -> nn.Module:
     return copy.deepcopy(agent.policy(deterministic=True)).requires_grad_(False).eval()
 
 
-def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, best: bool = False,
+def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | str | None = None, *, best: bool = False,
                   check_batch: int = 64) -> ExportReport:
     """Writes the run's deterministic policy as ``fmt`` ("onnx" or "torchscript") to ``out``
     (default ``RUN/export/policy.onnx`` or ``.pt``) and a JSON spec beside it (``policy.onnx.json``).
@@ -93,8 +93,9 @@ def export_policy(run_dir: Path, fmt: str = "onnx", out: Path | None = None, *, 
     if check_batch < 1:
         raise UsageError(f"check_batch must be at least 1, not {check_batch}")
     run_dir = Path(run_dir)
+    folder = out is not None and (Path(out).is_dir() or str(out).endswith(("/", os.sep)))
     out = Path(out) if out is not None else default_out(run_dir, fmt)
-    if out.is_dir():  # a folder to write into, as cp takes one
+    if folder:  # a folder to write into, as cp takes one (a path ending in a slash: one to make)
         out = out / f"policy{FORMATS[fmt]}"
     spec_path = out.with_name(out.name + ".json")  # policy.onnx.json: both formats fit in one folder
     if fmt == "onnx":
